@@ -1,0 +1,127 @@
+"""The public regime API: the ``@regime`` decorator and subject look-up.
+
+A regime is a factory that sets up a workload and hands back the timed
+callable. It is a generator (``yield run``; code after the ``yield`` is the
+teardown and always runs) or a plain function returning ``run``. It may hand
+back ``(run, metrics)`` where ``metrics()`` returns extra named values
+(latency percentiles, bytes moved...) recorded once per worker process.
+
+This module must stay import-light: it is imported inside every worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Regimes registered by the decorator, in definition order. Discovery snapshots
+# and resets this list around each regimes file it imports.
+REGISTRY: list[RegimeDef] = []
+
+SUBJECTS_ENV = "PERFCTL_SUBJECTS"
+
+
+@dataclass(frozen=True)
+class RegimeDef:
+    """One decorated regime function, before param expansion."""
+
+    func: Callable[..., Any]
+    name: str
+    family: str
+    ops: int
+    params: Mapping[str, Sequence[Any]]
+    baseline: str | None
+    requires: tuple[str, ...]
+    timeout: float | None
+    tags: tuple[str, ...]
+    description: str
+    source: str = ""
+    metrics: tuple[str, ...] = field(default=())
+
+    def expand(self) -> list[tuple[str, dict[str, Any]]]:
+        """Cartesian product of params as (full name, kwargs) pairs."""
+        if not self.params:
+            return [(self.name, {})]
+        keys = list(self.params)
+        out = []
+        for combo in itertools.product(*(self.params[k] for k in keys)):
+            kwargs = dict(zip(keys, combo, strict=True))
+            out.append((full_name(self.name, kwargs), kwargs))
+        return out
+
+    def baseline_for(self, kwargs: Mapping[str, Any]) -> str | None:
+        """The full name of the baseline regime with the same params."""
+        if not self.baseline:
+            return None
+        return full_name(self.baseline, kwargs) if kwargs else self.baseline
+
+
+def full_name(name: str, kwargs: Mapping[str, Any]) -> str:
+    """``echo`` + ``{"size": 64}`` -> ``echo[size=64]``."""
+    if not kwargs:
+        return name
+    inner = ",".join(f"{k}={v}" for k, v in kwargs.items())
+    return f"{name}[{inner}]"
+
+
+def regime(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    family: str = "default",
+    ops: int = 1,
+    params: Mapping[str, Iterable[Any]] | None = None,
+    baseline: str | None = None,
+    requires: Iterable[str] = (),
+    timeout: float | None = None,
+    tags: Iterable[str] = (),
+    metrics: Iterable[str] = (),
+) -> Any:
+    """Register a benchmark regime; usable bare (``@regime``) or with options."""
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        if ops < 1:
+            raise ValueError(f"regime {f.__name__}: ops must be >= 1, got {ops}")
+        doc = (f.__doc__ or "").strip().splitlines()
+        REGISTRY.append(
+            RegimeDef(
+                func=f,
+                name=name or f.__name__,
+                family=family,
+                ops=int(ops),
+                params={k: list(v) for k, v in (params or {}).items()},
+                baseline=baseline,
+                requires=tuple(requires),
+                timeout=timeout,
+                tags=tuple(tags),
+                description=doc[0].strip() if doc else "",
+                source=getattr(f, "__module__", ""),
+                metrics=tuple(metrics),
+            )
+        )
+        return f
+
+    return wrap(func) if func is not None else wrap
+
+
+def subject(family: str, default: str) -> Callable[..., Any]:
+    """The factory for a family's subject: ``--subject family=module:factory``
+    (passed to workers through ``PERFCTL_SUBJECTS``) or ``default``."""
+    overrides = json.loads(os.environ.get(SUBJECTS_ENV) or "{}")
+    return load_object(overrides.get(family, default))
+
+
+def load_object(path: str) -> Any:
+    """Import ``package.module:attr`` and return the attribute."""
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise ValueError(f"{path!r} is not of the form module:factory")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj

@@ -1,0 +1,284 @@
+"""Frozen result records shared by every stage, and their versioned JSON form.
+
+Durations are always seconds per operation (``*_s``); reports convert to
+µs/op or ms/op at render time. ``SCHEMA_VERSION`` history:
+
+1. first format (runs, regime results, comparisons).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Verdicts, in the order reports list them (worst first).
+REGRESSED = "regressed"
+IMPROVED = "improved"
+WITHIN_NOISE = "within noise"
+NO_CHANGE = "no change"
+INCONCLUSIVE = "inconclusive"
+FAILED = "failed"
+SKIPPED = "skipped"
+VERDICTS = (REGRESSED, FAILED, INCONCLUSIVE, IMPROVED, WITHIN_NOISE, NO_CHANGE, SKIPPED)
+CHANGED_VERDICTS = (REGRESSED, IMPROVED, FAILED)
+
+# Regime result statuses.
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a measurement ran; ``id`` is a short hash of the stable fields."""
+
+    id: str
+    cpu_model: str
+    cores: int
+    memory_bytes: int
+    kernel: str
+    governor: str
+    python: str
+    hostname: str = ""
+
+    def describe(self) -> str:
+        """One line for headers and PR comments."""
+        gib = self.memory_bytes / 2**30
+        return (
+            f"{self.cpu_model}, {self.cores} cores, {gib:.0f} GiB, "
+            f"Linux {self.kernel}, governor {self.governor}, Python {self.python}"
+        )
+
+
+@dataclass(frozen=True)
+class RefInfo:
+    """A resolved git ref (or the pseudo-ref WORKTREE)."""
+
+    ref: str
+    sha: str
+    subject: str = ""
+    date: str = ""  # ISO-8601 committer date
+    dirty: bool = False
+
+    @property
+    def short(self) -> str:
+        """The 10-character sha, with '+dirty' for an edited working copy."""
+        return self.sha[:10] + ("+dirty" if self.dirty else "")
+
+
+@dataclass(frozen=True)
+class RegimeInfo:
+    """Static description of one expanded regime (as `perfctl list` shows it)."""
+
+    name: str
+    family: str
+    params: dict[str, Any]
+    ops: int
+    baseline: str | None
+    requires: tuple[str, ...]
+    description: str
+    source: str
+    tags: tuple[str, ...] = ()
+    timeout: float | None = None
+    skip_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RegimeResult:
+    """Everything measured for one regime on one ref within one run.
+
+    ``processes`` holds the per-op values of each worker process in the order
+    they ran; ``order`` gives each process's global position in an interleaved
+    comparison (so the ABBA schedule can be shown on hover).
+    """
+
+    name: str
+    family: str
+    status: str  # OK, FAILED or SKIPPED
+    ops: int = 1
+    processes: tuple[tuple[float, ...], ...] = ()
+    order: tuple[int, ...] = ()
+    reason: str = ""
+    log_path: str = ""
+    pyperf_file: str = ""
+    baseline: str | None = None
+    description: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    loops: int = 0
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        """Every raw per-op value, all processes pooled."""
+        return tuple(v for proc in self.processes for v in proc)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measurement session of one ref: provenance plus its regime results."""
+
+    id: str
+    project: str
+    ref: RefInfo
+    machine: Machine
+    started: str
+    finished: str = ""
+    status: str = "running"  # running | complete | failed | interrupted
+    settings: dict[str, Any] = field(default_factory=dict)
+    python_version: str = ""
+    perfctl_version: str = ""
+    pyperf_version: str = ""
+    results: tuple[RegimeResult, ...] = ()
+    schema: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class SideStats:
+    """Summary of one ref's values for one regime (process = unit)."""
+
+    median_s: float
+    q1_s: float
+    q3_s: float
+    ci_low_s: float
+    ci_high_s: float
+    cv: float
+    n_processes: int
+    baseline_ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class RegimeComparison:
+    """The verdict for one regime between base and head."""
+
+    name: str
+    family: str
+    verdict: str
+    reason: str = ""
+    description: str = ""
+    base: SideStats | None = None
+    head: SideStats | None = None
+    change: float | None = None  # head/base - 1 of the medians
+    ci_low: float | None = None  # CI of the relative change
+    ci_high: float | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    base_status: str = OK
+    head_status: str = OK
+    base_values: tuple[tuple[float, ...], ...] = ()
+    head_values: tuple[tuple[float, ...], ...] = ()
+    base_order: tuple[int, ...] = ()
+    head_order: tuple[int, ...] = ()
+    baseline: str | None = None
+    metrics_base: dict[str, float] = field(default_factory=dict)
+    metrics_head: dict[str, float] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)  # e.g. flamegraph paths
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A stored comparison of two refs; the input of report, plan and comment."""
+
+    id: str
+    created: str
+    base: RefInfo
+    head: RefInfo
+    machine: Machine
+    regimes: tuple[RegimeComparison, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    threshold: float = 0.02
+    alpha: float = 0.05
+    correction: str = "benjamini-hochberg"
+    commits: tuple[RefInfo, ...] = ()  # commits in base..head, newest first
+    warnings: tuple[str, ...] = ()
+    base_run: str = ""
+    head_run: str = ""
+    head_machine: Machine | None = None
+    schema: int = SCHEMA_VERSION
+
+    def counts(self) -> dict[str, int]:
+        """Number of regimes per verdict, every verdict present (maybe 0)."""
+        out = {v: 0 for v in VERDICTS}
+        for r in self.regimes:
+            out[r.verdict] = out.get(r.verdict, 0) + 1
+        return out
+
+    def sorted_regimes(self) -> list[RegimeComparison]:
+        """Regimes worst first (regressions, failures, ...), then by name."""
+        rank = {v: i for i, v in enumerate(VERDICTS)}
+        return sorted(self.regimes, key=lambda r: (rank.get(r.verdict, 99), r.name))
+
+
+def to_dict(obj: Any) -> Any:
+    """A JSON-ready dict of a record (tuples become lists)."""
+    return dataclasses.asdict(obj)
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    kwargs: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        if key in names:
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+def machine_from_dict(d: dict[str, Any]) -> Machine:
+    """Rebuild a Machine."""
+    return _build(Machine, d)  # type: ignore[no-any-return]
+
+
+def ref_from_dict(d: dict[str, Any]) -> RefInfo:
+    """Rebuild a RefInfo."""
+    return _build(RefInfo, d)  # type: ignore[no-any-return]
+
+
+def _tuples(rows: Any) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(float(v) for v in row) for row in rows or ())
+
+
+def result_from_dict(d: dict[str, Any]) -> RegimeResult:
+    """Rebuild a RegimeResult."""
+    d = dict(d)
+    d["processes"] = _tuples(d.get("processes"))
+    d["order"] = tuple(d.get("order") or ())
+    return _build(RegimeResult, d)  # type: ignore[no-any-return]
+
+
+def run_from_dict(d: dict[str, Any]) -> Run:
+    """Rebuild a Run from its JSON form."""
+    d = dict(d)
+    d["ref"] = ref_from_dict(d["ref"])
+    d["machine"] = machine_from_dict(d["machine"])
+    d["results"] = tuple(result_from_dict(r) for r in d.get("results", ()))
+    return _build(Run, d)  # type: ignore[no-any-return]
+
+
+def _side(d: dict[str, Any] | None) -> SideStats | None:
+    return None if d is None else _build(SideStats, d)
+
+
+def regime_comparison_from_dict(d: dict[str, Any]) -> RegimeComparison:
+    """Rebuild a RegimeComparison."""
+    d = dict(d)
+    d["base"] = _side(d.get("base"))
+    d["head"] = _side(d.get("head"))
+    for key in ("base_values", "head_values"):
+        d[key] = _tuples(d.get(key))
+    for key in ("base_order", "head_order"):
+        d[key] = tuple(d.get(key) or ())
+    return _build(RegimeComparison, d)  # type: ignore[no-any-return]
+
+
+def comparison_from_dict(d: dict[str, Any]) -> Comparison:
+    """Rebuild a Comparison from its JSON form."""
+    d = dict(d)
+    d["base"] = ref_from_dict(d["base"])
+    d["head"] = ref_from_dict(d["head"])
+    d["machine"] = machine_from_dict(d["machine"])
+    if d.get("head_machine"):
+        d["head_machine"] = machine_from_dict(d["head_machine"])
+    d["regimes"] = tuple(regime_comparison_from_dict(r) for r in d.get("regimes", ()))
+    d["commits"] = tuple(ref_from_dict(c) for c in d.get("commits", ()))
+    d["warnings"] = tuple(d.get("warnings", ()))
+    return _build(Comparison, d)  # type: ignore[no-any-return]

@@ -1,0 +1,1 @@
+"""Reference subjects measured by the built-in regimes (replaceable per family)."""
