@@ -1,0 +1,5 @@
+"""``python -m perfctl``."""
+
+from perfctl.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Scripts run as separate worker processes (kept alone in this folder: see bench.py)."""

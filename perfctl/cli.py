@@ -1,0 +1,84 @@
+"""The ``perfctl`` command line: parses options and calls the API, nothing more."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from perfctl import __version__
+from perfctl.commands import _common
+
+app = typer.Typer(
+    name="perfctl",
+    help="Benchmark and profile a Python project across git refs, with sound statistics.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        _common.emit(f"perfctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
+    """perfctl: compare, profile, report, plan and gate performance from one tool.
+
+    Exit codes: 0 ok, 1 regression found (when gating), 2 usage/config error,
+    3 build/regime/tool failure.
+    """
+
+
+def _register_all() -> None:
+    from perfctl.commands import COMMAND_MODULES
+
+    for module in COMMAND_MODULES:
+        module.register(app)
+
+
+def _usage_error(exc: Exception) -> int:
+    msg = getattr(exc, "format_message", lambda: str(exc))()
+    ctx = getattr(exc, "ctx", None)
+    cmd = ctx.command_path if ctx is not None else "perfctl"
+    sys.stderr.write(f"Error: {_common.one_line(msg)}\n")
+    sys.stderr.write(f"Hint: see `{cmd} --help`\n")
+    return int(getattr(exc, "exit_code", 2) or 2)
+
+
+def main() -> None:
+    """Console-script entry point with uniform error handling."""
+    _register_all()
+    try:
+        rv = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        sys.stderr.write("Error: interrupted\nHint: completed results were kept; re-run to "
+                         "resume\n")
+        code = 130
+    except BrokenPipeError:
+        # Output piped into e.g. `head`: silence the closed stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.Abort:
+        sys.stderr.write("Error: aborted\n")
+        code = 130
+    except Exception as exc:  # noqa: BLE001
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            code = _usage_error(exc)
+        else:
+            raise
+    else:
+        code = rv if isinstance(rv, int) else 0
+    sys.exit(code)

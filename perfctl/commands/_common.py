@@ -1,0 +1,79 @@
+"""Shared pieces of the typer layer: error printing, the project option, formats."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from perfctl.errors import PerfctlError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Help-panel names, used to group commands in `perfctl --help`.
+MEASURE = "Measure"
+ANALYSE = "Analyse"
+PUBLISH = "Publish"
+MANAGE = "Manage"
+
+
+class Format(str, Enum):
+    """Output formats for data commands."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+class TableOrJson(str, Enum):
+    """Formats for listing commands."""
+
+    table = "table"
+    json = "json"
+
+
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", "-C", help="Project directory (default: the current directory)."),
+]
+
+
+def print_error(exc: PerfctlError) -> None:
+    """Write ``Error:``/``Hint:`` lines to stderr (never a traceback)."""
+    sys.stderr.write(f"Error: {one_line(exc.message)}\n")
+    if exc.hint:
+        sys.stderr.write(f"Hint: {one_line(exc.hint)}\n")
+    sys.stderr.flush()
+
+
+def one_line(text: str) -> str:
+    """Collapse newlines so an error stays on one line."""
+    return " ".join(str(text).split())
+
+
+def guarded(fn: F) -> F:
+    """Turn PerfctlError into Error/Hint output and its documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PerfctlError as exc:
+            print_error(exc)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit(text: str) -> None:
+    """Write data to stdout (a closed pipe, e.g. `| head`, is not an error)."""
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass

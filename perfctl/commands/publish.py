@@ -1,0 +1,7 @@
+"""Commands: publish (placeholder until implemented)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""

@@ -1,0 +1,134 @@
+"""Project configuration: ``[tool.perfctl]`` in pyproject.toml or ``perfctl.toml``.
+
+Known keys (all optional)::
+
+    regimes = ["benchmarks/regimes.py"]   # files, dirs, "builtin", "builtin:ipc"
+    store = ".perfctl"                    # state dir: store, worktrees, envs
+    reports = "reports"                   # generated output
+    build = "make"                        # custom build command (argv, no shell)
+    dependencies = ["numpy"]              # extra packages for each ref's env
+    install = true                        # false: measure from source (PYTHONPATH)
+    pythonpath = ["src"]                  # with install = false
+    python = "3.11"                       # interpreter for ref environments
+    inherit_environ = ["MY_VAR"]          # env vars passed to workers
+    subjects = { ipc = "pkg.mod:factory" }
+    threshold = 0.02                      # noise band for verdicts
+    alpha = 0.05
+    [[tool.perfctl.plan.phases]] ...      # see perfctl.plan
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfctl.errors import ConfigError
+
+KNOWN_KEYS = {
+    "regimes", "store", "reports", "build", "dependencies", "install", "pythonpath",
+    "python", "inherit_environ", "subjects", "threshold", "alpha", "plan", "rounds",
+    "time_budget", "ci",
+}
+PROJECT_MARKERS = ("pyproject.toml", "perfctl.toml", ".git")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved configuration of one project."""
+
+    root: Path
+    source: Path | None = None
+    regimes: tuple[str, ...] = ()
+    state_dir: Path = Path(".perfctl")
+    reports_dir: Path = Path("reports")
+    build: str | None = None
+    dependencies: tuple[str, ...] = ()
+    install: bool = True
+    pythonpath: tuple[str, ...] = ()
+    python: str | None = None
+    inherit_environ: tuple[str, ...] = ()
+    subjects: dict[str, str] = field(default_factory=dict)
+    threshold: float = 0.02
+    alpha: float = 0.05
+    rounds: int | None = None
+    time_budget: float | None = None
+    plan: dict[str, Any] = field(default_factory=dict)
+    ci: dict[str, Any] = field(default_factory=dict)
+
+
+def find_root(start: Path) -> Path:
+    """The nearest directory at or above ``start`` that looks like a project."""
+    start = start.resolve()
+    for d in (start, *start.parents):
+        if any((d / m).exists() for m in PROJECT_MARKERS):
+            return d
+    raise ConfigError(
+        f"{start} is not inside a project (no pyproject.toml, perfctl.toml or .git found)",
+        "run perfctl from your project's directory, or `perfctl init` to set one up",
+    )
+
+
+def _read_table(root: Path) -> tuple[dict[str, Any], Path | None]:
+    for name, path_in in (("perfctl.toml", ()), ("pyproject.toml", ("tool", "perfctl"))):
+        path = root / name
+        if not path.is_file():
+            continue
+        try:
+            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}", "fix the file's syntax") from exc
+        for key in path_in:
+            data = data.get(key, {}) if isinstance(data, dict) else {}
+        if data or name == "perfctl.toml":
+            return data, path
+    return {}, None
+
+
+def _check_keys(table: dict[str, Any], path: Path | None) -> None:
+    for key in table:
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
+            hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(
+                sorted(KNOWN_KEYS))
+            raise ConfigError(f"{path}: unknown config key `{key}`", hint)
+
+
+def _expect(table: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path | None) -> Any:
+    value = table.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise ConfigError(f"{path}: `{key}` has the wrong type ({type(value).__name__})",
+                          "see the configuration section of the README")
+    return value
+
+
+def load_config(start: Path | None = None) -> Config:
+    """Find the project root from ``start`` and read its perfctl configuration."""
+    root = find_root(start or Path.cwd())
+    table, source = _read_table(root)
+    _check_keys(table, source)
+    regimes = _expect(table, "regimes", (list, str), source) or []
+    if isinstance(regimes, str):
+        regimes = [regimes]
+    return Config(
+        root=root,
+        source=source,
+        regimes=tuple(str(r) for r in regimes),
+        state_dir=root / (_expect(table, "store", str, source) or ".perfctl"),
+        reports_dir=root / (_expect(table, "reports", str, source) or "reports"),
+        build=_expect(table, "build", str, source),
+        dependencies=tuple(_expect(table, "dependencies", list, source) or ()),
+        install=bool(table.get("install", True)),
+        pythonpath=tuple(_expect(table, "pythonpath", list, source) or ()),
+        python=_expect(table, "python", str, source),
+        inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
+        subjects=dict(_expect(table, "subjects", dict, source) or {}),
+        threshold=float(_expect(table, "threshold", (int, float), source) or 0.02),
+        alpha=float(_expect(table, "alpha", (int, float), source) or 0.05),
+        rounds=_expect(table, "rounds", int, source),
+        time_budget=_expect(table, "time_budget", (int, float), source),
+        plan=dict(_expect(table, "plan", dict, source) or {}),
+        ci=dict(_expect(table, "ci", dict, source) or {}),
+    )
