@@ -1,0 +1,89 @@
+"""Profile worker: loop one regime's timed callable for a fixed time, under py-spy.
+
+Run as ``python profile.py FILES REGIME DURATION STATUS_JSON`` where FILES are
+regimes files joined by ``os.pathsep``. py-spy starts this script as its child,
+and py-spy's exit code cannot be trusted, so the worker writes its own status
+file (atomically, on every exit path it controls)::
+
+    {"ok": bool, "ops": int, "calls": int, "elapsed_s": float,
+     "interrupted": bool, "pid": int, "error": str | null}
+
+``error`` holds the traceback when the regime fails. SIGINT (sent by perfctl to
+stop early) ends the loop cleanly: the status is still written, marked
+``interrupted``. The parent finds this worker's frames below
+:func:`perfctl_profile_loop` in the samples, so keep that name stable.
+"""
+
+import sys
+
+# Keep this folder off sys.path: this file's own name would shadow the stdlib
+# `profile` module for everything imported below.
+if sys.path and sys.path[0].endswith("_workers"):
+    del sys.path[0]
+
+import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def perfctl_profile_loop(run: Callable[[], Any], duration: float) -> tuple[int, float, bool]:
+    """Call ``run`` until ``duration`` seconds have passed: (calls, elapsed_s, interrupted)."""
+    calls = 0
+    interrupted = False
+    clock = time.perf_counter
+    start = clock()
+    deadline = start + duration
+    try:
+        while True:
+            run()
+            calls += 1
+            if clock() >= deadline:
+                break
+    except KeyboardInterrupt:
+        # perfctl asked to stop early: keep what was measured so far.
+        interrupted = True
+    return calls, clock() - start, interrupted
+
+
+def _write_status(path: str, status: dict[str, Any]) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(status, fh)
+    os.replace(tmp, path)
+
+
+def _profile(files: str, name: str, duration: float) -> dict[str, Any]:
+    from perfctl import loader
+
+    defs = loader.load_files([Path(p) for p in files.split(os.pathsep) if p])
+    try:
+        defn, kwargs = loader.find(defs, name)
+    except KeyError:
+        raise LookupError(f"no regime named {name!r} in {files}") from None
+    with loader.open_regime(defn, kwargs) as instance:
+        calls, elapsed, interrupted = perfctl_profile_loop(instance.run, duration)
+    return {
+        "ok": calls > 0, "ops": calls * defn.ops, "calls": calls, "elapsed_s": elapsed,
+        "interrupted": interrupted, "error": None if calls else "interrupted before one call",
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Profile-loop the regime named in argv and write the status file."""
+    files, name, duration, status_path = argv
+    status: dict[str, Any] = {"ok": False, "ops": 0, "calls": 0, "elapsed_s": 0.0,
+                              "interrupted": False, "pid": os.getpid(), "error": None}
+    try:
+        status.update(_profile(files, name, float(duration)))
+    except BaseException:  # noqa: BLE001 - any failure, even SystemExit, is the regime's
+        status["error"] = traceback.format_exc()
+    _write_status(status_path, status)
+    return 0 if status["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

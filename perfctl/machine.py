@@ -1,0 +1,61 @@
+"""Machine fingerprint: what a measurement ran on (for provenance and warnings)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import socket
+from pathlib import Path
+
+from perfctl.model import Machine
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (or platform's guess)."""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.lower().startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def memory_bytes() -> int:
+    """Total physical memory in bytes (0 when unreadable)."""
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def governor() -> str:
+    """The CPU frequency governor of cpu0, or 'unknown' where not readable."""
+    return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unknown"
+
+
+def fingerprint() -> Machine:
+    """The current machine; ``id`` hashes the fields that affect timings."""
+    model, cores, mem = cpu_model(), os.cpu_count() or 0, memory_bytes()
+    kernel, gov = platform.release(), governor()
+    python = platform.python_version()
+    # The hostname is kept for display but not hashed: CI runners rename hosts.
+    key = f"{model}|{cores}|{mem // 2**30}|{kernel}|{gov}|{python}"
+    return Machine(
+        id=hashlib.sha256(key.encode()).hexdigest()[:12],
+        cpu_model=model,
+        cores=cores,
+        memory_bytes=mem,
+        kernel=kernel,
+        governor=gov,
+        python=python,
+        hostname=socket.gethostname(),
+    )

@@ -1,0 +1,197 @@
+"""Terminal, markdown and JSON rendering of runs and comparisons.
+
+``format_*`` functions return strings or rich renderables; printing is the
+CLI's job. Times are seconds per operation in the model and are shown in the
+unit that keeps 3-4 significant digits (ns/µs/ms/s per op).
+"""
+
+from __future__ import annotations
+
+import json
+from statistics import mean, median, pstdev
+from typing import Any
+
+from perfctl.model import (
+    FAILED,
+    IMPROVED,
+    INCONCLUSIVE,
+    REGRESSED,
+    SKIPPED,
+    WITHIN_NOISE,
+    Comparison,
+    RegimeComparison,
+    RegimeResult,
+    Run,
+    to_dict,
+)
+
+UNSTABLE_CV = 0.10
+VERDICT_STYLE = {REGRESSED: "bold red", IMPROVED: "bold green", FAILED: "red",
+                 INCONCLUSIVE: "yellow", WITHIN_NOISE: "cyan", SKIPPED: "dim"}
+
+
+def esc(text: object) -> str:
+    """Escape user text for rich markup (regime names contain ``[...]``)."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+def fmt_time(seconds: float | None) -> str:
+    """``1.234e-6`` -> ``1.23 µs``."""
+    if seconds is None:
+        return "—"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if abs(seconds) >= scale or unit == "ns":
+            value = seconds / scale
+            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def fmt_pct(x: float | None, signed: bool = True) -> str:
+    """``0.051`` -> ``+5.1%``."""
+    if x is None:
+        return "—"
+    return f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """``12.345`` -> ``12.35x``."""
+    return "—" if x is None else f"{x:.2f}x"
+
+
+# -- runs -------------------------------------------------------------------
+def result_stats(r: RegimeResult) -> dict[str, Any]:
+    """Median per op, IQR, ops/s and CV of one regime result (process means)."""
+    means = [mean(p) for p in r.processes if p]
+    if not means:
+        return {"median_s": None, "q1_s": None, "q3_s": None, "ops_per_s": None, "cv": None}
+    means.sort()
+    q1, q3 = means[len(means) // 4], means[(3 * len(means)) // 4 if len(means) > 1 else 0]
+    values = r.values
+    cv = pstdev(values) / mean(values) if len(values) > 1 and mean(values) > 0 else 0.0
+    med = median(means)
+    return {"median_s": med, "q1_s": q1, "q3_s": q3, "ops_per_s": 1 / med if med else None,
+            "cv": cv}
+
+
+def run_rows(run: Run) -> list[dict[str, Any]]:
+    """One dict per regime: stats plus vs-baseline ratio and a stability warning."""
+    stats = {r.name: result_stats(r) for r in run.results}
+    rows = []
+    for r in sorted(run.results, key=lambda x: (x.family, x.name)):
+        s = stats[r.name]
+        base = stats.get(r.baseline or "", {}).get("median_s")
+        ratio = s["median_s"] / base if s["median_s"] and base else None
+        warn = ""
+        if s["cv"] is not None and s["cv"] > UNSTABLE_CV:
+            warn = f"unstable: CV {s['cv'] * 100:.0f}%"
+        rows.append({"regime": r.name, "family": r.family, "status": r.status, **s,
+                     "baseline": r.baseline, "vs_baseline": ratio, "warning": warn,
+                     "reason": r.reason, "metrics": r.metrics,
+                     "processes": len(r.processes), "values": len(r.values)})
+    return rows
+
+
+def format_run_table(run: Run) -> Any:
+    """A rich Table of a run's results."""
+    from rich.table import Table
+
+    table = Table(title=esc(f"perfctl run {run.id} · {run.ref.ref} {run.ref.short}"),
+                  title_justify="left")
+    for col, just in (("Regime", "left"), ("Time/op", "right"), ("IQR", "right"),
+                      ("ops/s", "right"), ("vs baseline", "right"), ("Notes", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for row in run_rows(run):
+        if row["status"] != "ok":
+            style = "red" if row["status"] == FAILED else "dim"
+            table.add_row(esc(row["regime"]), row["status"], "", "", "", esc(row["reason"]),
+                          style=style)
+            continue
+        iqr = f"{fmt_time(row['q1_s'])} – {fmt_time(row['q3_s'])}"
+        ops = f"{row['ops_per_s']:,.0f}" if row["ops_per_s"] else "—"
+        note = row["warning"] or ", ".join(f"{k}={v:.4g}" for k, v in row["metrics"].items())
+        table.add_row(esc(row["regime"]), fmt_time(row["median_s"]), iqr, ops,
+                      fmt_ratio(row["vs_baseline"]), esc(note),
+                      style="yellow" if row["warning"] else None)
+    return table
+
+
+def format_run_json(run: Run) -> str:
+    """The run record plus computed rows, as JSON."""
+    return json.dumps({"run": to_dict(run), "rows": run_rows(run)}, indent=2)
+
+
+# -- comparisons --------------------------------------------------------------
+def change_cell(r: RegimeComparison) -> str:
+    """``+5.1% [+3.2%, +7.0%]`` or an empty dash."""
+    if r.change is None:
+        return "—"
+    if r.ci_low is None or r.ci_high is None:
+        return fmt_pct(r.change)
+    return f"{fmt_pct(r.change)} [{fmt_pct(r.ci_low)}, {fmt_pct(r.ci_high)}]"
+
+
+def side_cell(r: RegimeComparison, side: str) -> str:
+    """Time/op of one side, or its status when it did not produce values."""
+    stats = r.base if side == "base" else r.head
+    status = r.base_status if side == "base" else r.head_status
+    if status != "ok" or stats is None:
+        return status
+    return fmt_time(stats.median_s)
+
+
+def counts_line(c: Comparison) -> str:
+    """``2 regressed · 1 improved · ...`` for every verdict that occurs."""
+    return " · ".join(f"{n} {v}" for v, n in c.counts().items() if n)
+
+
+def format_compare_table(c: Comparison) -> Any:
+    """A rich Table of a comparison, regressions first, coloured by verdict."""
+    from rich.table import Table
+
+    table = Table(title=esc(f"{c.base.ref} ({c.base.short}) → {c.head.ref} ({c.head.short})"
+                            f"   {counts_line(c)}"), title_justify="left")
+    for col, just in (("Regime", "left"), ("Base", "right"), ("Head", "right"),
+                      ("Change [95% CI]", "right"), ("Verdict", "left"),
+                      ("Slowdown b/h", "right")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in c.sorted_regimes():
+        ratio = ""
+        if r.base and r.head and (r.base.baseline_ratio or r.head.baseline_ratio):
+            ratio = f"{fmt_ratio(r.base.baseline_ratio)} / {fmt_ratio(r.head.baseline_ratio)}"
+        verdict = r.verdict + (f" ({r.reason})" if r.reason and r.verdict in (
+            INCONCLUSIVE, FAILED, SKIPPED) else "")
+        table.add_row(esc(r.name), side_cell(r, "base"), side_cell(r, "head"), change_cell(r),
+                      esc(verdict), ratio, style=VERDICT_STYLE.get(r.verdict))
+    return table
+
+
+def md_escape(text: str) -> str:
+    """Make text safe inside a markdown table cell (no pipes, newlines or HTML)."""
+    out = " ".join(str(text).split())
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
+        out = out.replace(a, b)
+    return out
+
+
+def format_compare_markdown(c: Comparison) -> str:
+    """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
+    lines = [f"**{md_escape(c.base.ref)}** (`{c.base.short}`) → **{md_escape(c.head.ref)}** "
+             f"(`{c.head.short}`): {counts_line(c)}", "",
+             "| Regime | Before | After | Change | Verdict |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for r in c.sorted_regimes():
+        lines.append(f"| `{md_escape(r.name)}` | {side_cell(r, 'base')} | "
+                     f"{side_cell(r, 'head')} | {change_cell(r)} | {md_escape(r.verdict)} |")
+    lines += ["", f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
+                  f"corrected (α = {c.alpha}), bootstrap 95% CI, noise band ±"
+                  f"{c.threshold * 100:.0f}%._"]
+    for w in c.warnings:
+        lines.append(f"\n> Warning: {md_escape(w)}")
+    return "\n".join(lines) + "\n"
+
+
+def format_compare_json(c: Comparison) -> str:
+    """The stored comparison record as JSON (stdout only)."""
+    return json.dumps(to_dict(c), indent=2)

@@ -1,0 +1,276 @@
+"""The result store: the only module that reads or writes stored results.
+
+Layout under the state directory (``.perfctl/`` by default)::
+
+    store.sqlite                      index of runs, results and comparisons
+    runs/<run-id>/run.json            perfctl's versioned Run record
+    runs/<run-id>/pyperf/<slug>.json  pyperf's own file per regime
+                                      (`python -m pyperf stats FILE` works)
+    comparisons/<id>.json             versioned Comparison records
+
+Every file is written atomically (temporary file + ``os.replace``) and the
+index is updated after the file, inside one SQLite transaction, so a process
+killed at any moment (SIGKILL included) leaves either the old or the new
+state. The index can always be rebuilt from the JSON files.
+
+The :class:`Store` protocol is the interface; :class:`SqliteStore` is the
+embedded default. A server database (PostgreSQL) for CI fleets would be another
+implementation of the same protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from perfctl.errors import StoreError
+from perfctl.model import (
+    Comparison,
+    RegimeResult,
+    Run,
+    comparison_from_dict,
+    run_from_dict,
+    to_dict,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, started TEXT, status TEXT, ref TEXT, sha TEXT,
+    dirty INTEGER, machine TEXT);
+CREATE TABLE IF NOT EXISTS results (
+    run_id TEXT, regime TEXT, status TEXT, file TEXT, PRIMARY KEY (run_id, regime));
+CREATE TABLE IF NOT EXISTS comparisons (
+    id TEXT PRIMARY KEY, created TEXT, base_sha TEXT, head_sha TEXT);
+"""
+
+
+def utcnow() -> str:
+    """The current UTC time, ISO-8601 with seconds."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_id() -> str:
+    """A sortable, unique id: UTC timestamp plus random suffix."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def slug(name: str) -> str:
+    """A file-name-safe, collision-free name for a regime."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:80] or "regime"
+    if safe == name:
+        return safe
+    import hashlib
+
+    return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so readers see the old or the new content, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_copy(src: Path, dest: Path) -> None:
+    """Copy a file into place atomically."""
+    atomic_write_text(dest, src.read_text(encoding="utf-8"))
+
+
+class Store(Protocol):
+    """What every store backend provides."""
+
+    root: Path
+
+    def begin_run(self, run: Run) -> None: ...
+    def save_result(self, run_id: str, result: RegimeResult, pyperf_json: Path | None) -> RegimeResult: ...
+    def finish_run(self, run_id: str, status: str) -> Run: ...
+    def load_run(self, run_id: str) -> Run: ...
+    def list_runs(self) -> list[Run]: ...
+    def save_comparison(self, comparison: Comparison) -> None: ...
+    def load_comparison(self, cid: str) -> Comparison: ...
+    def last_comparison(self) -> Comparison: ...
+    def list_comparisons(self) -> list[Comparison]: ...
+    def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None: ...
+    def pyperf_path(self, run_id: str, regime: str) -> Path: ...
+
+
+class SqliteStore:
+    """JSON files plus a SQLite index, under one state directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._db_path = root / "store.sqlite"
+
+    # -- plumbing -----------------------------------------------------------
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self._db_path, timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self._db_path}: {exc}",
+                             "check permissions, or delete it: it is rebuilt from JSON") from exc
+        try:
+            conn.executescript(SCHEMA)
+            with conn:  # one transaction: committed whole or not at all
+                yield conn
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"the store index {self._db_path} is unreadable: {exc}",
+                             "delete it; `perfctl runs` rebuilds it from the JSON files") from exc
+        finally:
+            conn.close()
+
+    def _run_dir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    def pyperf_path(self, run_id: str, regime: str) -> Path:
+        """Where a regime's pyperf JSON lives for a run."""
+        return self._run_dir(run_id) / "pyperf" / f"{slug(regime)}.json"
+
+    def _write_run(self, run: Run) -> None:
+        atomic_write_text(self._run_dir(run.id) / "run.json",
+                          json.dumps(to_dict(run), indent=1, sort_keys=True))
+        with self._db() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
+                (run.id, run.started, run.status, run.ref.ref, run.ref.sha,
+                 int(run.ref.dirty), run.machine.id),
+            )
+
+    # -- runs ---------------------------------------------------------------
+    def begin_run(self, run: Run) -> None:
+        """Record a new run (status 'running') before anything is measured."""
+        self._write_run(run)
+
+    def save_result(self, run_id: str, result: RegimeResult, pyperf_json: Path | None) -> RegimeResult:
+        """Add (or replace) one regime's result; called after every regime."""
+        run = self.load_run(run_id)
+        if pyperf_json is not None and pyperf_json.exists():
+            dest = self.pyperf_path(run_id, result.name)
+            atomic_copy(pyperf_json, dest)
+            result = replace(result, pyperf_file=str(dest.relative_to(self.root)))
+        others = tuple(r for r in run.results if r.name != result.name)
+        self._write_run(replace(run, results=(*others, result)))
+        with self._db() as db:
+            db.execute("INSERT OR REPLACE INTO results VALUES (?,?,?,?)",
+                       (run_id, result.name, result.status, result.pyperf_file))
+        return result
+
+    def finish_run(self, run_id: str, status: str) -> Run:
+        """Mark a run complete/failed/interrupted and stamp its end time."""
+        run = replace(self.load_run(run_id), status=status, finished=utcnow())
+        self._write_run(run)
+        return run
+
+    def load_run(self, run_id: str) -> Run:
+        """Load one run by id or unique prefix."""
+        path = self._run_dir(self._resolve("runs", run_id)) / "run.json"
+        return run_from_dict(self._read_json(path))
+
+    def list_runs(self) -> list[Run]:
+        """Every stored run, newest first (runs killed midway show 'running')."""
+        runs = []
+        for d in self._ids("runs"):
+            with contextlib.suppress(StoreError):
+                runs.append(self.load_run(d))
+        return sorted(runs, key=lambda r: r.started, reverse=True)
+
+    # -- comparisons --------------------------------------------------------
+    def save_comparison(self, comparison: Comparison) -> None:
+        """Store a comparison (atomic), then index it."""
+        path = self.root / "comparisons" / f"{comparison.id}.json"
+        atomic_write_text(path, json.dumps(to_dict(comparison), indent=1, sort_keys=True))
+        with self._db() as db:
+            db.execute("INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)",
+                       (comparison.id, comparison.created, comparison.base.sha,
+                        comparison.head.sha))
+
+    def load_comparison(self, cid: str) -> Comparison:
+        """Load a comparison by id or unique prefix."""
+        path = self.root / "comparisons" / f"{self._resolve('comparisons', cid)}.json"
+        return comparison_from_dict(self._read_json(path))
+
+    def list_comparisons(self) -> list[Comparison]:
+        """Every stored comparison, newest first."""
+        out = [self.load_comparison(i) for i in self._ids("comparisons")]
+        return sorted(out, key=lambda c: (c.created, c.id), reverse=True)
+
+    def last_comparison(self) -> Comparison:
+        """The newest comparison."""
+        ids = self._ids("comparisons")
+        if not ids:
+            raise StoreError("no comparison is stored yet",
+                             "run `perfctl compare BASE HEAD` first")
+        return self.list_comparisons()[0]
+
+    def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None:
+        """The newest comparison of exactly these two commits, if any."""
+        for c in self.list_comparisons():
+            if c.base.sha == base_sha and c.head.sha == head_sha and not (
+                    c.base.dirty or c.head.dirty):
+                return c
+        return None
+
+    # -- helpers ------------------------------------------------------------
+    def _ids(self, kind: str) -> list[str]:
+        folder = self.root / kind
+        if not folder.is_dir():
+            return []
+        if kind == "runs":
+            return sorted(p.name for p in folder.iterdir() if (p / "run.json").is_file())
+        return sorted(p.stem for p in folder.glob("*.json"))
+
+    def _resolve(self, kind: str, ident: str) -> str:
+        ids = self._ids(kind)
+        if ident in ids:
+            return ident
+        matches = [i for i in ids if i.startswith(ident)] if ident else []
+        if len(matches) == 1:
+            return matches[0]
+        noun = kind[:-1]
+        if matches:
+            raise StoreError(f"{noun} id `{ident}` is ambiguous ({len(matches)} match)",
+                             "give more characters of the id")
+        raise StoreError(f"unknown {noun} id `{ident}`",
+                         f"list them with `perfctl {'runs' if kind == 'runs' else 'compare --list'}`")
+
+    @staticmethod
+    def _read_json(path: Path) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read {path}: {exc}", "the file is damaged; remove it") from exc
+
+    def remove_all(self) -> int:
+        """Delete every stored run and comparison; returns how many were removed."""
+        n = len(self._ids("runs")) + len(self._ids("comparisons"))
+        for kind in ("runs", "comparisons"):
+            shutil.rmtree(self.root / kind, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self._db_path.unlink()
+        return n
+
+
+def open_store(state_dir: Path) -> SqliteStore:
+    """The store under a project's state directory."""
+    return SqliteStore(state_dir)
