@@ -44,6 +44,7 @@ class CompareSettings:
     globs: tuple[str, ...] = ()
     family: str | None = None
     subjects: tuple[tuple[str, str], ...] = ()
+    lock_wait: float = 600.0
     name: str = "default"
 
     @property
@@ -56,6 +57,8 @@ class CompareSettings:
 # default 3–15 s (stops once the answer is clear), rigorous 10–60 s.
 FAST = CompareSettings(schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10),
                        name="fast")
+# Default: 10 rounds, then sequential sampling (2 more per check) up to 30 rounds
+# or 20 s of measuring per regime, whichever comes first.
 DEFAULT = CompareSettings()
 RIGOROUS = CompareSettings(schedule=Schedule(rounds=20, max_rounds=80, time_budget=240),
                            name="rigorous")
@@ -79,7 +82,7 @@ def compare_refs(config: Config, base: str, head: str, *, regimes: list[str] | N
     if regimes:
         settings = replace(settings, globs=tuple(regimes))
     say = progress or (lambda _msg: None)
-    with project_lock(config.state_dir, what="compare"):
+    with project_lock(config.state_dir, wait=settings.lock_wait, what="compare"):
         store = open_store(config.state_dir)
         files = _regime_files(config, settings)
         sides = _prepare(config, base, head, files, settings, say)

@@ -123,8 +123,10 @@ def select(regimes: Sequence[RegimeInfo], globs: Sequence[str],
         return out
     chosen = []
     for g in globs:
-        hits = [r for r in out if fnmatch.fnmatchcase(r.name, g) or fnmatch.fnmatchcase(
-            f"{r.family}.{r.name}", g)]
+        # An exact name (which may contain `[...]`) wins over reading it as a glob.
+        hits = [r for r in out if g in (r.name, f"{r.family}.{r.name}")] or [
+            r for r in out if fnmatch.fnmatchcase(r.name, g)
+            or fnmatch.fnmatchcase(f"{r.family}.{r.name}", g)]
         if not hits:
             import difflib
 

@@ -29,7 +29,7 @@ class Schedule:
 
     rounds: int = 10
     max_rounds: int = 30
-    time_budget: float = 60.0
+    time_budget: float = 20.0
     values: int = 3
     warmups: int = 1
     min_time: float = 0.05

@@ -26,6 +26,7 @@ class RunOptions:
     family: str | None = None
     precision: runner.Precision = runner.DEFAULT
     subjects: tuple[tuple[str, str], ...] = ()  # --subject family=module:factory
+    lock_wait: float = 600.0
 
 
 def subjects_env(config: Config, cli: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -81,7 +82,7 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
     worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
     store = open_store(config.state_dir)
     settings = {"precision": options.precision.name, **options.precision.__dict__}
-    with project_lock(config.state_dir, what="run"):
+    with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)
         store.begin_run(run)
         failed = _measure_all(store, run, worker, infos, options.precision, config, progress)

@@ -77,3 +77,13 @@ def emit(text: str) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         pass
+
+
+def out_console() -> Any:
+    """A rich Console on stdout; wide when piped, so tables are not squeezed."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in __import__("os").environ:
+        console = Console(soft_wrap=False, width=160)
+    return console

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from perfctl.commands._common import MEASURE, Format, ProjectOpt, emit, guarded
-from perfctl.commands.measure import GlobOpt, RegimesOpt, SubjectOpt, parse_subjects
+from perfctl.commands._common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.commands.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
 from perfctl.errors import EXIT_REGRESSION, UsageError
 
 
@@ -28,7 +28,7 @@ class ProfileWhich(str, Enum):
 
 
 def _settings(fast: bool, rigorous: bool, rounds: int | None, max_rounds: int | None,
-              time_budget: float | None, threshold: float | None, alpha: float | None,
+              values: int | None, min_time: float | None, time_budget: float | None, threshold: float | None, alpha: float | None,
               order: Order, seed: int, **kw: object) -> object:
     from dataclasses import replace
 
@@ -40,7 +40,8 @@ def _settings(fast: bool, rigorous: bool, rounds: int | None, max_rounds: int | 
     sched = s.schedule
     first = rounds or sched.rounds
     last = max(max_rounds or max(sched.max_rounds, first), first)
-    sched = replace(sched, rounds=first, max_rounds=last,
+    sched = replace(sched, rounds=first, max_rounds=last, values=values or sched.values,
+                    min_time=min_time or sched.min_time,
                     time_budget=time_budget or sched.time_budget, order=order.value, seed=seed,
                     threshold=threshold if threshold is not None else sched.threshold)
     return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)
@@ -54,6 +55,8 @@ def compare_cmd(
     rigorous: Annotated[bool, typer.Option("--rigorous", help="20–80 rounds, 240 s budget per regime.")] = False,
     rounds: Annotated[int | None, typer.Option("--rounds", min=1, help="Minimum rounds (one process per ref each).")] = None,
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")] = None,
+    values: Annotated[int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")] = None,
+    min_time: Annotated[float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")] = None,
     time_budget: Annotated[float | None, typer.Option("--time-budget", min=0, help="Seconds per regime before sequential sampling stops.")] = None,
     threshold: Annotated[float | None, typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02 = 2%).")] = None,
     alpha: Annotated[float | None, typer.Option("--alpha", min=0, max=1, help="Significance level after BH correction.")] = None,
@@ -68,6 +71,7 @@ def compare_cmd(
     subject: SubjectOpt = None,
     from_store: Annotated[bool, typer.Option("--from-store", help="Recompute from stored runs; measure nothing.")] = False,
     profile: Annotated[ProfileWhich | None, typer.Option("--profile", help="Also py-spy profile these regimes on both refs.")] = None,
+    lock_wait: LockWaitOpt = 600.0,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a regime regressed.")] = False,
     fmt: Annotated[Format, typer.Option("--format", help="table, markdown or json (stdout).")] = Format.table,
     project: ProjectOpt = None,
@@ -82,12 +86,12 @@ def compare_cmd(
     from perfctl.config import load_config
 
     config = load_config(project)
-    settings = _settings(fast, rigorous, rounds, max_rounds, time_budget,
+    settings = _settings(fast, rigorous, rounds, max_rounds, values, min_time, time_budget,
                          threshold if threshold is not None else config.threshold,
                          alpha if alpha is not None else config.alpha, order, seed,
                          confirm=confirm, rebuild=rebuild, regimes=tuple(regimes or ()),
                          regimes_from=regimes_from, globs=tuple(regime or ()), family=family,
-                         subjects=parse_subjects(subject))
+                         subjects=parse_subjects(subject), lock_wait=lock_wait)
     err = Console(stderr=True)
     if from_store:
         c = compare.compare_from_store(config, base, head, settings)  # type: ignore[arg-type]
@@ -102,7 +106,7 @@ def compare_cmd(
     elif fmt == Format.markdown:
         emit(render.format_compare_markdown(c))
     else:
-        Console(soft_wrap=False).print(render.format_compare_table(c))
+        out_console().print(render.format_compare_table(c))
         err.print(f"Verdicts: Mann–Whitney U on per-process means, Benjamini–Hochberg corrected "
                   f"across {len(c.regimes)} regimes; change CI must clear ±"
                   f"{c.threshold * 100:.0f}%.")

@@ -15,6 +15,7 @@ from perfctl.commands._common import (
     TableOrJson,
     emit,
     guarded,
+    out_console,
 )
 from perfctl.errors import UsageError
 
@@ -26,6 +27,11 @@ RegimesOpt = Annotated[
 GlobOpt = Annotated[
     list[str] | None,
     typer.Option("--regime", "-r", help="Only regimes whose name matches this glob (repeatable)."),
+]
+LockWaitOpt = Annotated[
+    float,
+    typer.Option("--lock-wait", min=0, help="Seconds to wait for another perfctl process "
+                 "holding the project lock."),
 ]
 SubjectOpt = Annotated[
     list[str] | None,
@@ -97,7 +103,7 @@ def list_cmd(
         table.add_row(*(esc(x) for x in (i.name, i.family, i.ops, i.baseline or "", req,
                                           i.description)),
                       style="dim" if i.skip_reason else None)
-    Console(soft_wrap=False).print(table)
+    out_console().print(table)
 
 
 @guarded
@@ -111,6 +117,7 @@ def run_cmd(
     values: Annotated[int | None, typer.Option("--values", min=1, help="Override values per process.")] = None,
     min_time: Annotated[float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")] = None,
     subject: SubjectOpt = None,
+    lock_wait: LockWaitOpt = 600.0,
     fmt: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
     project: ProjectOpt = None,
 ) -> None:
@@ -127,7 +134,7 @@ def run_cmd(
     config = load_config(project)
     opts = RunOptions(regimes=tuple(regimes or ()), globs=tuple(regime or ()), family=family,
                       precision=precision_for(fast, rigorous, processes, values, min_time),  # type: ignore[arg-type]
-                      subjects=parse_subjects(subject))
+                      subjects=parse_subjects(subject), lock_wait=lock_wait)
     err = Console(stderr=True)
     with err.status("measuring") as status:
         def progress(name: str, i: int, n: int) -> None:
@@ -137,7 +144,7 @@ def run_cmd(
     if fmt == TableOrJson.json:
         emit(render.format_run_json(run))
     else:
-        Console(soft_wrap=False).print(render.format_run_table(run))
+        out_console().print(render.format_run_table(run))
         err.print(f"stored as run {run.id} in {config.state_dir}")
     if run.status != "complete":
         failed = [r.name for r in run.results if r.status == "failed"]
@@ -178,7 +185,7 @@ def runs_cmd(
     for r in runs:
         table.add_row(*(esc(x) for x in (r.id, r.ref.ref, r.ref.short, r.started, r.status,
                                           len(r.results), r.machine.id)))
-    Console(soft_wrap=False).print(table)
+    out_console().print(table)
 
 
 @guarded

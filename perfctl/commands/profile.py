@@ -1,7 +1,174 @@
-"""Commands: profile (placeholder until implemented)."""
+"""Command: profile (py-spy flame graphs, what dominates, before/after per-op diffs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from perfctl.commands._common import ANALYSE, ProjectOpt, TableOrJson, emit, guarded
+from perfctl.commands.measure import RegimesOpt
+
+if TYPE_CHECKING:
+    from perfctl.profiling import DiffResult, ProfileResult
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _files(rows: list[tuple[str, Path]]) -> list[str]:
+    return ["", "Files", *(f"  {name:<18}{_show(path)}" for name, path in rows)]
+
+
+def _profile_lines(result: ProfileResult) -> list[str]:
+    from perfctl.profile_records import format_summary
+
+    return [
+        *format_summary(result.summary),
+        *_files(
+            [
+                ("flame graph", result.flame_svg),
+                ("speedscope", result.speedscope),
+                ("collapsed stacks", result.collapsed),
+                ("summary", result.summary_json),
+            ]
+        ),
+    ]
+
+
+def _diff_lines(d: DiffResult) -> list[str]:
+    from perfctl.profile_records import format_diff
+
+    return [
+        *format_diff(d.diff),
+        *_files(
+            [
+                ("diff flame graph", d.diff_svg),
+                ("reverse view", d.diff_reverse_svg),
+                ("diff data", d.diff_json),
+                ("before flame", d.before.flame_svg),
+                ("after flame", d.after.flame_svg),
+                ("before summary", d.before.summary_json),
+                ("after summary", d.after.summary_json),
+            ]
+        ),
+    ]
+
+
+def _warn(warnings: tuple[str, ...]) -> None:
+    for w in warnings:
+        _say(f"Warning: {w}")
+
+
+@guarded
+def profile_cmd(
+    regime: Annotated[str, typer.Argument(help="Regime name, as `perfctl list` shows it.")],
+    ref: Annotated[
+        str,
+        typer.Option(
+            "--ref",
+            help="Ref to profile (after side with --vs): branch, tag, sha, HEAD~3, or "
+            "WORKTREE = this checkout with this interpreter.",
+        ),
+    ] = "WORKTREE",
+    vs: Annotated[
+        str | None,
+        typer.Option(
+            "--vs", help="Also profile this ref (the before side) and diff per operation."
+        ),
+    ] = None,
+    duration: Annotated[
+        float, typer.Option("--duration", help="Seconds the regime loops under the profiler.")
+    ] = 5.0,
+    rate: Annotated[int, typer.Option("--rate", help="Samples per second.")] = 100,
+    native: Annotated[
+        bool, typer.Option("--native", help="Include native (C/C++/Cython) frames.")
+    ] = False,
+    subprocesses: Annotated[
+        bool,
+        typer.Option(
+            "--subprocesses/--no-subprocesses", help="Sample the regime's child processes too."
+        ),
+    ] = True,
+    idle: Annotated[
+        bool, typer.Option("--idle", help="Include samples of waiting threads (sleep, I/O, locks).")
+    ] = False,
+    gil: Annotated[
+        bool, typer.Option("--gil", help="Only samples of the thread holding the GIL.")
+    ] = False,
+    regimes: RegimesOpt = None,
+    fmt: Annotated[
+        TableOrJson,
+        typer.Option("--format", help="table (people) or json (the same data, stdout only)."),
+    ] = TableOrJson.table,
+    project: ProjectOpt = None,
+) -> None:
+    """Profile a regime with py-spy: flame graph, what dominates, per-op diff with --vs.
+
+    The regime's timed callable loops for --duration seconds in a worker run by
+    py-spy, in the ref's environment; the artefacts go to
+    <reports>/profiles/<regime>/<ref>/ and their paths are printed. Profiled
+    timings are not measurements: use `perfctl compare` for those.
+
+    Example: perfctl profile echo[size=64] --vs main --duration 3
+    """
+    from perfctl import profiling, pyspy
+    from perfctl.config import load_config
+
+    config = load_config(project)
+    pyspy.find_py_spy()  # before building any environment
+    options: dict[str, Any] = dict(
+        duration=duration,
+        rate=rate,
+        native=native,
+        subprocesses=subprocesses,
+        idle=idle,
+        gil=gil,
+        regimes=tuple(regimes or ()),
+        log=_say,
+    )
+    after = profiling.resolve_target(config, ref, log=_say)
+    if vs is None:
+        result = profiling.profile_regime(config, regime, after, **options)
+        _warn(result.summary.warnings)
+        if fmt == TableOrJson.json:
+            from perfctl.profile_records import summary_to_dict
+
+            emit(json.dumps(summary_to_dict(result.summary), indent=1))
+        else:
+            emit("\n".join(_profile_lines(result)))
+        return
+    before = profiling.resolve_target(config, vs, log=_say)
+    d = profiling.profile_pair(config, regime, before, after, **options)
+    _warn(d.diff.warnings)
+    if fmt == TableOrJson.json:
+        emit(json.dumps(_pair_json(d), indent=1))
+    else:
+        emit("\n".join(_diff_lines(d)))
+
+
+def _pair_json(d: DiffResult) -> dict[str, Any]:
+    from perfctl.profile_records import diff_to_dict, summary_to_dict
+
+    return {
+        "before": summary_to_dict(d.before.summary),
+        "after": summary_to_dict(d.after.summary),
+        "diff": diff_to_dict(d.diff),
+    }
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add profile."""
+    app.command("profile", rich_help_panel=ANALYSE)(profile_cmd)

@@ -1,0 +1,271 @@
+"""End-to-end tests of `perfctl compare` on real temporary git repos."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GitRepo, run_cli
+
+pytestmark = pytest.mark.slow
+
+PYPROJECT = """\
+[project]
+name = "toy"
+version = "0.1"
+
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[tool.setuptools]
+packages = ["toy"]
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+"""
+
+TOY = """\
+# The toy project measured by the tests.
+def work(n={n}):
+    return sum(i * i for i in range({n}))
+"""
+
+REGIMES = """\
+from perfctl import regime
+import toy
+
+@regime(family="toy", ops=1)
+def work():
+    \"\"\"Call toy.work once.\"\"\"
+    return toy.work
+
+@regime(family="toy", ops=1)
+def steady():
+    \"\"\"Code that no commit changes.\"\"\"
+    return lambda: sum(range(2000))
+"""
+
+# Small settings: 5 rounds is the least that can reach p < 0.05 after BH for 2 regimes.
+FAST = ["--fast", "--rounds", "5", "--max-rounds", "5", "--min-time", "0.01"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """c1 (n=2000), c2 (comment only), c3 (n=10000, 5x work, adds bench/)."""
+    path = tmp_path_factory.mktemp("cmp") / "proj"
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("toy/__init__.py", TOY.format(n=2000))
+    r.commit("c1: baseline")
+    r.tag("c1")
+    r.write("toy/__init__.py", TOY.format(n=2000).replace("measured", "benchmarked"))
+    r.commit("c2: comment only")
+    r.tag("c2")
+    r.write("toy/__init__.py", TOY.format(n=10000))
+    r.write("bench/regimes.py", REGIMES)
+    r.commit("c3: five times more work")
+    r.tag("c3")
+    return r
+
+
+def verdicts(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, object]]:
+    """Regime name -> row from `--format json` output."""
+    data = json.loads(proc.stdout)
+    return {r["name"]: r for r in data["regimes"]}
+
+
+def test_regression_then_improvement_then_no_change(repo: GitRepo) -> None:
+    # The regimes file exists only in c3: c1 and c2 are measured with it anyway.
+    slower = run_cli("compare", "c1", "c3", *FAST, "--format", "json", cwd=repo.path)
+    assert slower.returncode == 0, slower.stderr
+    rows = verdicts(slower)
+    assert rows["work"]["verdict"] == "regressed"
+    assert rows["work"]["change"] > 2.0  # ~5x the work: +300% or more
+    assert rows["steady"]["verdict"] not in ("regressed", "improved")
+    data = json.loads(slower.stdout)
+    assert data["base"]["subject"] == "c1: baseline" and data["commits"]
+    assert data["correction"] == "benjamini-hochberg"
+    assert rows["work"]["p_adjusted"] >= rows["work"]["p_value"]
+    # every raw value is kept, with the interleaving order
+    assert len(rows["work"]["base_values"]) == 5
+    assert rows["work"]["base_order"] == [0, 3, 4, 7, 8]  # ABBA: AB BA AB ...
+    faster = run_cli("compare", "c3", "c1", *FAST, "--format", "json", cwd=repo.path)
+    assert verdicts(faster)["work"]["verdict"] == "improved"
+    same = run_cli("compare", "c1", "c2", *FAST, "--format", "json", cwd=repo.path)
+    for row in verdicts(same).values():
+        assert row["verdict"] in ("no change", "within noise", "inconclusive"), row
+
+
+def test_fail_on_regression_and_markdown(repo: GitRepo) -> None:
+    proc = run_cli(
+        "compare",
+        "c1",
+        "c3",
+        *FAST,
+        "--regime",
+        "work",
+        "--format",
+        "markdown",
+        "--fail-on-regression",
+        cwd=repo.path,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "| Regime | Before | After | Change | Verdict |" in proc.stdout
+    assert "| `work` |" in proc.stdout and "regressed" in proc.stdout
+
+
+def test_table_output_and_from_store(repo: GitRepo) -> None:
+    proc = run_cli("compare", "c1", "c3", *FAST, "--regime", "work", cwd=repo.path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 regressed" in proc.stdout and "work" in proc.stdout
+    assert "Benjamini–Hochberg" in proc.stderr
+    again = run_cli("compare", "--from-store", "c1", "c3", "--format", "json", cwd=repo.path)
+    assert again.returncode == 0, again.stderr
+    assert verdicts(again)["work"]["verdict"] == "regressed"
+    assert json.loads(again.stdout)["settings"]["from_store"] is True
+
+
+def test_worktree_pseudo_ref_with_uncommitted_edit(repo: GitRepo) -> None:
+    src = repo.path / "toy" / "__init__.py"
+    original = src.read_text()
+    src.write_text(TOY.format(n=2000))  # undo c3's slowdown, uncommitted
+    try:
+        proc = run_cli(
+            "compare",
+            "HEAD",
+            "WORKTREE",
+            *FAST,
+            "--regime",
+            "work",
+            "--format",
+            "json",
+            cwd=repo.path,
+        )
+    finally:
+        src.write_text(original)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["head"]["dirty"] is True and data["head"]["ref"] == "WORKTREE"
+    assert verdicts(proc)["work"]["verdict"] == "improved"
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_unknown_and_hostile_refs(repo: GitRepo, tmp_path: Path) -> None:
+    proc = run_cli("compare", "c9", "HEAD", cwd=repo.path)
+    assert proc.returncode == 2
+    assert "Error: unknown ref `c9`" in proc.stderr and "c1" in proc.stderr
+    marker = tmp_path / "pwned"
+    for ref in (
+        "--upload-pack=touch " + str(marker),
+        f"x;touch {marker}",
+        f"$(touch {marker})",
+        f"`touch {marker}`",
+    ):
+        proc = run_cli("compare", "--", ref, "HEAD", cwd=repo.path)
+        assert proc.returncode == 2, (ref, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    assert not marker.exists()
+
+
+def test_build_failure_on_one_ref(git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", PYPROJECT)
+    git_repo.write("toy/__init__.py", TOY.format(n=100))
+    git_repo.write("bench/regimes.py", REGIMES)
+    git_repo.commit("good")
+    git_repo.write("pyproject.toml", PYPROJECT.replace('packages = ["toy"]', "packages = ["))
+    git_repo.commit("broken pyproject")
+    git_repo.git("checkout", "-q", "HEAD~1", "--", "pyproject.toml")
+    proc = run_cli("compare", "HEAD~1", "HEAD", *FAST, cwd=git_repo.path)
+    assert proc.returncode == 3
+    err = proc.stderr
+    assert "Error: building the environment of HEAD" in err and ".log" in err
+    assert "Hint:" in err and "Traceback" not in err
+    log = Path(err.split("build log: ")[1].split()[0])
+    assert log.exists() and log.read_text()
+    # The base ref's environment was built and is kept for the next run.
+    envs = [
+        p for p in (git_repo.path / ".perfctl" / "envs").iterdir() if not p.name.startswith(".")
+    ]
+    assert envs
+
+
+def test_regime_failing_on_one_side_keeps_the_rest(repo: GitRepo, tmp_path: Path) -> None:
+    extra = tmp_path / "extra.py"
+    extra.write_text(
+        REGIMES
+        + '''
+@regime(family="toy")
+def only_new():
+    """Needs toy.work's new default: fails on c1."""
+    if toy.work() < 10**11:
+        raise RuntimeError("old implementation")
+    return toy.work
+'''
+    )
+    proc = run_cli(
+        "compare", "c1", "c3", *FAST, "--regimes", str(extra), "--format", "json", cwd=repo.path
+    )
+    assert proc.returncode == 3
+    rows = verdicts(proc)
+    assert rows["only_new"]["verdict"] == "failed"
+    assert "old implementation" in rows["only_new"]["reason"]
+    assert rows["work"]["verdict"] == "regressed"
+
+
+def test_lock_is_respected(repo: GitRepo) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from perfctl.locking import project_lock\n"
+            "with project_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
+            str(repo.path / ".perfctl"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    try:
+        proc = run_cli("compare", "c1", "c3", *FAST, "--lock-wait", "1", cwd=repo.path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 3
+    assert "holds the project lock" in proc.stderr and f"pid {holder.pid}" in proc.stderr
+
+
+def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfctl", "compare", "c2", "c3", *FAST],
+        cwd=repo.path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    again = run_cli("compare", "c2", "c3", *FAST, "--format", "json", cwd=repo.path)
+    assert again.returncode == 0, again.stderr
+    assert verdicts(again)["work"]["verdict"] == "regressed"
+    runs = json.loads(run_cli("runs", "--format", "json", cwd=repo.path).stdout)
+    assert all(r["status"] in ("complete", "running") for r in runs)
+    listed = repo.git("worktree", "list")
+    assert ".perfctl/worktrees" in listed
+    cleaned = run_cli("clean", cwd=repo.path)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert ".perfctl/worktrees" not in repo.git("worktree", "list")
+    assert run_cli("runs", "--format", "json", cwd=repo.path).stdout.strip() == "[]"
