@@ -1,0 +1,700 @@
+"""HTML reports: rendering of synthetic comparisons and runs, goldens, CLI paths.
+
+The builders here (``make_comparison``, ``make_runs``) are shared with
+test_report_browser.py and benchmarks/render_scale.py builds its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from perfctl import charts, report
+from perfctl.charts import format_change, format_per_op, pick_unit
+from perfctl.errors import StoreError, UsageError
+from perfctl.model import (
+    FAILED,
+    IMPROVED,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    OK,
+    REGRESSED,
+    SKIPPED,
+    WITHIN_NOISE,
+    Comparison,
+    Machine,
+    RefInfo,
+    RegimeComparison,
+    RegimeResult,
+    Run,
+    SideStats,
+)
+from perfctl.report import read_moved, render_comparison, render_history
+
+GOLDEN = Path(__file__).parent / "golden"
+XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2;alert(1)">'
+MACHINE = Machine("m-1234", "Test CPU", 2, 8 * 2**30, "6.1.0", "performance", "3.11.7")
+OTHER_MACHINE = Machine("m-9999", "Other CPU", 4, 16 * 2**30, "6.1.0", "schedutil", "3.11.7")
+SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="60"><rect width="300" '
+    'height="60" fill="#e8a33c"/><text x="8" y="35">{}</text></svg>'
+)
+VERDICT_CYCLE = (REGRESSED, IMPROVED, NO_CHANGE, WITHIN_NOISE, INCONCLUSIVE, SKIPPED)
+
+
+# ------------------------------------------------------------------ builders
+
+
+def _side(median: float, ratio: float | None = None) -> SideStats:
+    return SideStats(
+        median, median * 0.99, median * 1.01, median * 0.97, median * 1.03, 0.03, 10, ratio
+    )
+
+
+def _values(rng: random.Random, median: float, n: int = 10) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(rng.gauss(median, median * 0.03) for _ in range(3)) for _ in range(n))
+
+
+def make_regime(
+    rng: random.Random,
+    name: str,
+    family: str,
+    verdict: str,
+    base: float,
+    head: float,
+    *,
+    text: str = "",
+    artifacts: dict[str, str] | None = None,
+) -> RegimeComparison:
+    """One measured regime with raw values, interleaved ABBA order and stats."""
+    n = 10
+    # ABBA: base goes first in even pairs, second in odd ones.
+    base_order = tuple(2 * p + (p % 2) for p in range(n))
+    head_order = tuple(2 * p + 1 - (p % 2) for p in range(n))
+    return RegimeComparison(
+        name=name + text,
+        family=family,
+        verdict=verdict,
+        reason=f"reason {verdict}{text}",
+        description=f"Docstring of {name}.{text}\nSecond line.",
+        base=_side(base, 1.5),
+        head=_side(head, 1.6),
+        change=head / base - 1,
+        ci_low=head / base - 1.02,
+        ci_high=head / base - 0.98,
+        p_value=0.001,
+        p_adjusted=0.004,
+        base_values=_values(rng, base, n),
+        head_values=_values(rng, head, n),
+        base_order=base_order,
+        head_order=head_order,
+        artifacts=artifacts or {},
+    )
+
+
+def write_profile(root: Path, name: str = "ipc", text: str = "") -> dict[str, str]:
+    """Flamegraph SVGs and a diff.json laid out and keyed as the profile stage does."""
+    d = root / "reports" / "profiles" / name
+    d.mkdir(parents=True, exist_ok=True)
+    for side in ("base", "head", "diff"):
+        (d / f"{side}.svg").write_text(SVG.format(side), encoding="utf-8")
+    (d / "summary.json").write_text("{}", encoding="utf-8")
+    steps = [
+        {
+            "label": "frames2topicmsgs" + text,
+            "path": ["run", "send"],
+            "before_per_op_s": 10e-6,
+            "after_per_op_s": 4e-6,
+        },
+        {
+            "label": "recv_multipart",
+            "path": ["run", "recv"],
+            "before_per_op_s": 5e-6,
+            "after_per_op_s": 3.5e-6,
+        },
+        {"label": "put", "path": ["run", "shm"], "before_per_op_s": 0.0, "after_per_op_s": 1.2e-6},
+    ]
+    diff = {
+        "schema": 1,
+        "kind": "perfctl-profile-diff",
+        "moved": {"before_per_op_s": 20e-6, "after_per_op_s": 14e-6, "steps": steps},
+    }
+    (d / "diff.json").write_text(json.dumps(diff), encoding="utf-8")
+    rel = d.relative_to(root)
+    return {
+        "base_flamegraph": f"{rel}/base.svg",
+        "head_flamegraph": f"{rel}/head.svg",
+        "diff_flamegraph": f"{rel}/diff.svg",
+        "profile_diff": f"{rel}/diff.json",
+        "head_profile_summary": f"{rel}/summary.json",
+    }
+
+
+def make_comparison(
+    *,
+    families: int = 2,
+    per_family: int = 3,
+    text: str = "",
+    artifacts: dict[str, str] | None = None,
+    seed: int = 7,
+) -> Comparison:
+    """A comparison of two refs over several families, every verdict represented."""
+    rng = random.Random(seed)
+    regimes = []
+    for f in range(families):
+        for i in range(per_family):
+            k = f * per_family + i
+            verdict = VERDICT_CYCLE[k % len(VERDICT_CYCLE)]
+            base = 10 ** rng.uniform(-7, -3)
+            head = base * {REGRESSED: 1.2, IMPROVED: 0.7}.get(verdict, 1.005)
+            art = artifacts if k == 0 else None
+            regimes.append(
+                make_regime(
+                    rng,
+                    f"fam{f}[n={i}]",
+                    f"fam{f}" + (text if f else ""),
+                    verdict,
+                    base,
+                    head,
+                    text=text if k == 0 else "",
+                    artifacts=art,
+                )
+            )
+    regimes.append(
+        RegimeComparison(
+            "broken" + text, "fam0", FAILED, reason="ZeroDivisionError", head_status=FAILED
+        )
+    )
+    return Comparison(
+        id="20260101T000000-abcdef",
+        created="2026-01-01T00:00:00+00:00",
+        base=RefInfo("main" + text, "a" * 40, "Base subject" + text, "2026-01-01T10:00:00+01:00"),
+        head=RefInfo("feature" + text, "b" * 40, "Head subject", "2026-01-02T10:00:00+00:00"),
+        machine=MACHINE,
+        regimes=tuple(regimes),
+        settings={"rounds": 10, "note": "n" + text},
+        commits=(RefInfo("", "c" * 40, "Middle commit" + text, "2026-01-01T12:00:00+00:00"),),
+        warnings=("a warning" + text,),
+    )
+
+
+def make_runs(
+    n_runs: int = 24, regimes: int = 3, *, text: str = "", step_at: int = 12, seed: int = 3
+) -> list[Run]:
+    """Stored runs of one machine (newest first), with a 25% step at ``step_at``."""
+    rng = random.Random(seed)
+    bases = [10 ** rng.uniform(-7, -3) for _ in range(regimes)]
+    runs = []
+    for i in range(n_runs):
+        level = 1.25 if i >= step_at else 1.0
+        results = tuple(
+            RegimeResult(
+                f"reg{j}" + (text if j == 0 else ""),
+                f"fam{j % 2}",
+                OK,
+                processes=_values(rng, b * level),
+            )
+            for j, b in enumerate(bases)
+        )
+        day = f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}"
+        ref = RefInfo("main", f"{i:040x}", f"Commit {i}" + text, f"{day}T10:00:00+00:00")
+        runs.append(
+            Run(
+                f"run{i:03d}",
+                "proj",
+                ref,
+                MACHINE,
+                f"{day}T12:00:00+00:00",
+                status="complete",
+                results=results,
+            )
+        )
+    return runs[::-1]
+
+
+# ------------------------------------------------------------ HTML helpers
+
+
+class _Structure(HTMLParser):
+    """Elements with ids and the section headings, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self._heading: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            chart = " [chart]" if "chart" in (a.get("class") or "").split() else ""
+            self.lines.append(f"{tag}#{a['id']}{chart}")
+        if tag in ("h1", "h2", "h3"):
+            self._heading = tag
+
+    def handle_data(self, data: str) -> None:
+        if self._heading and data.strip():
+            self.lines.append(f"  {self._heading}: {data.strip()}")
+            self._heading = None
+
+
+def structure(html: str) -> str:
+    """The golden form of a report: ids, charts and headings, not bytes."""
+    parser = _Structure()
+    parser.feed(re.sub(r"<script\b.*?</script>", "", html, flags=re.S))
+    scripts = len(re.findall(r"<script\b", html))
+    return "\n".join([f"scripts: {scripts}", *parser.lines]) + "\n"
+
+
+def check_golden(name: str, html: str) -> None:
+    """Compare with tests/golden/<name>; PERFCTL_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    got = structure(html)
+    if os.environ.get("PERFCTL_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8")
+
+
+def figures(html: str) -> dict[str, dict]:
+    """The figure JSON the page hands to Plotly."""
+    m = re.search(
+        r'<script type="application/json" id="perfctl-figures">(.*?)</script>', html, re.S
+    )
+    assert m
+    payload = json.loads(m.group(1))
+    assert set(payload) == {"template", "figures"}
+    return payload["figures"]  # type: ignore[no-any-return]
+
+
+def check_figures(html: str) -> None:
+    """Every figure is valid plotly (validation is skipped at render time for speed)."""
+    import plotly.graph_objects as go
+
+    for fig in figures(html).values():
+        go.Figure(fig)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project directory with a pyproject.toml."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "p"\n', encoding="utf-8")
+    return root
+
+
+def _render(c: Comparison, root: Path, **kw: object) -> str:
+    out = render_comparison(c, project_root=root, out=root / "reports" / "c.html", **kw)  # type: ignore[arg-type]
+    return out.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ units
+
+
+def test_units_are_human() -> None:
+    assert pick_unit(2.5e-6) == ("µs", 1e-6)
+    assert pick_unit(0.0) == ("ns", 1e-9)
+    assert format_per_op(1.234e-6) == "1.23 µs/op"
+    assert format_per_op(0.25) == "250 ms/op"
+    assert format_per_op(None) == "—"
+    assert format_per_op(float("nan")) == "—"
+    assert format_change(0.042) == "+4.2%"
+    assert format_change(None) == "—"
+
+
+def test_label_escapes_plotly_html() -> None:
+    assert charts.label("<b>x</b> & y") == "&lt;b&gt;x&lt;/b&gt; &amp; y"
+
+
+# -------------------------------------------------------------- comparison
+
+
+def test_comparison_structure_matches_golden(project: Path) -> None:
+    html = _render(make_comparison(), project)
+    check_golden("report_comparison.txt", html)
+    check_figures(html)
+    assert set(figures(html)) == {
+        "chart-bars-fam0",
+        "chart-bars-fam1",
+        "chart-dist-fam0",
+        "chart-dist-fam1",
+        "chart-waterfall-regimes",
+    }
+
+
+def test_comparison_with_profile_matches_golden(project: Path) -> None:
+    html = _render(make_comparison(artifacts=write_profile(project)), project)
+    check_golden("report_comparison_profile.txt", html)
+    check_figures(html)
+    fig = figures(html)["chart-waterfall-fam0-n-0"]
+    kinds = [t["type"] for t in fig["data"]]
+    assert kinds == ["bar", "bar", "bar", "bar", "waterfall"]  # 3 steps + the uncovered rest
+    fall = fig["data"][-1]
+    assert fall["measure"] == ["absolute", *["relative"] * 4, "total"]
+    assert fall["x"][1] == "frames2topicmsgs" and "(elsewhere)" in fall["x"]
+    assert fall["y"][0] == pytest.approx(20.0)  # µs: starts at the measured base total
+    assert fall["y"][0] + sum(fall["y"][1:-1]) == pytest.approx(14.0)  # ends at head's
+
+
+def test_plotly_embedded_once_inline(project: Path) -> None:
+    html = _render(make_comparison(), project)
+    assert html.count("<script") == 3  # plotly, the figure data, the page's own JS
+    assert html.count("plotly.js v") == 1
+    assert "<script src=" not in html
+
+
+def test_plotly_from_cdn(project: Path) -> None:
+    html = _render(make_comparison(), project, plotly_js="cdn")
+    assert re.search(r'<script src="https://cdn\.plot\.ly/plotly-[\d.]+\.min\.js"', html)
+    assert "plotly.js v" not in html
+    assert len(html) < 500_000
+
+
+def test_regressions_come_first(project: Path) -> None:
+    html = _render(make_comparison(), project)
+    verdicts = re.findall(r'<tr id="row-[^"]+" class="verdict-([a-z-]+)"', html)
+    assert verdicts[:2] == ["regressed", "failed"]
+    assert verdicts[-1] == "skipped"
+    assert len(verdicts) == 7
+
+
+def test_header_shows_refs_machine_counts(project: Path) -> None:
+    html = _render(make_comparison(), project)
+    assert "aaaaaaaaaa" in html and "Base subject" in html and "2026-01-02T10:00:00" in html
+    assert MACHINE.describe() in html
+    assert "Middle commit" in html
+    assert '<span class="n">1</span> regressed' in html
+    assert '<span class="n">1</span> failed' in html
+    assert "<code>10</code>" in html  # settings: rounds
+
+
+def test_payloads_render_as_text(project: Path) -> None:
+    c = make_comparison(text=XSS, artifacts=write_profile(project, text=XSS))
+    html = _render(c, project)
+    assert XSS not in html
+    assert html.count("</script>") == 3
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
+    # In the figure JSON the payload is doubly inert: \u003c-escaped, and
+    # HTML-escaped for plotly's label renderer.
+    raw = re.search(r'id="perfctl-figures">(.*?)</script>', html, re.S).group(1)  # type: ignore[union-attr]
+    assert "<" not in raw
+    assert "&lt;script&gt;" in json.dumps(json.loads(raw))
+
+
+def test_history_payloads_render_as_text(tmp_path: Path) -> None:
+    out = render_history(make_runs(6, 2, text=XSS), out=tmp_path / "h.html")
+    html = out.read_text(encoding="utf-8")
+    assert XSS not in html
+    assert html.count("</script>") == 3
+
+
+def test_flamegraphs_embedded_linked_or_missing(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    art = write_profile(project)
+    art["head_flamegraph"] = "reports/profiles/ipc/gone.svg"
+    html = _render(make_comparison(artifacts=art), project)
+    assert html.count('data="data:image/svg+xml;base64,') == 2
+    assert 'href="profiles/ipc/base.svg"' in html  # relative to the HTML file
+    assert "head flamegraph: missing" in html
+    assert (
+        '<a href="profiles/ipc/summary.json" target="_blank" rel="noopener">head profile '
+        "summary</a>" in html
+    )
+    labels = re.findall(r"<summary>([a-z ]+) <a href", html)
+    assert labels == ["base flamegraph", "diff flamegraph"]
+    monkeypatch.setattr(report, "EMBED_LIMIT_BYTES", 10)
+    html = _render(make_comparison(artifacts=art), project)
+    assert 'data="data:image/svg+xml' not in html
+    assert 'data="profiles/ipc/diff.svg"' in html
+    assert "(linked, not embedded)" in html
+
+
+def test_absolute_artefact_paths(project: Path, tmp_path: Path) -> None:
+    art = {k: str(project / v) for k, v in write_profile(project).items()}
+    html = _render(make_comparison(artifacts=art), project)
+    assert 'href="profiles/ipc/diff.json"' in html
+    assert "chart-waterfall-fam0-n-0" in figures(html)
+
+
+def test_no_profile_falls_back_to_regime_deltas(project: Path) -> None:
+    art = write_profile(project)
+    (project / art["profile_diff"]).write_text("{not json", encoding="utf-8")
+    html = _render(make_comparison(artifacts=art), project)
+    assert "chart-waterfall-regimes" in figures(html)
+    assert "No differential profile was stored" in html
+
+
+@pytest.mark.parametrize(
+    ("payload", "count"),
+    [
+        ([{"node": "a", "before_per_op_s": 1e-6, "after_per_op_s": 2e-6}], 1),
+        ({"where_the_time_moved": [{"node": "a", "before_per_op_s": 1, "after_per_op_s": 2}]}, 1),
+        (
+            {
+                "moved": {
+                    "before_per_op_s": 3,
+                    "after_per_op_s": 3,
+                    "steps": [{"label": "a", "before_per_op_s": 1, "after_per_op_s": 2}],
+                }
+            },
+            2,
+        ),
+        (
+            {
+                "moved": {
+                    "before_per_op_s": "?",
+                    "steps": [{"label": "a", "before_per_op_s": 1, "after_per_op_s": 2}],
+                }
+            },
+            1,
+        ),
+        (
+            {
+                "moved": [
+                    {"node": "a"},
+                    {"node": "b", "before_per_op_s": "x", "after_per_op_s": 1},
+                    {"before_per_op_s": 1, "after_per_op_s": 2},
+                    "junk",
+                    {"node": "c", "before_per_op_s": 1, "after_per_op_s": 2},
+                ]
+            },
+            1,
+        ),
+        ({"moved": "nope"}, 0),
+        ([{"node": "a", "before_per_op_s": float("nan"), "after_per_op_s": 1}], 0),
+        (42, 0),
+    ],
+)
+def test_read_moved_is_defensive(tmp_path: Path, payload: object, count: int) -> None:
+    path = tmp_path / "diff.json"
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    assert len(read_moved(path)) == count
+    assert read_moved(tmp_path / "absent.json") == []
+
+
+def test_top_nodes_sums_the_rest_and_keeps_labels_unique() -> None:
+    nodes = [charts.MovedNode("f", 1.0, 1.0 + i) for i in range(15)]
+    top = charts.top_nodes(nodes, limit=3)
+    assert [n.node for n in top] == ["f", "f (2)", "f (3)", "12 other nodes"]
+    assert sum(n.after_s for n in top) == sum(n.after_s for n in nodes)
+
+
+def test_empty_comparison_renders(project: Path) -> None:
+    c = make_comparison()
+    empty = Comparison(c.id, c.created, c.base, c.head, c.machine, ())
+    html = _render(empty, project)
+    assert figures(html) == {}
+    assert "No regime has measurements" in html
+
+
+def test_head_on_other_machine_is_flagged(project: Path) -> None:
+    c = make_comparison()
+    c2 = Comparison(
+        c.id, c.created, c.base, c.head, c.machine, c.regimes, head_machine=OTHER_MACHINE
+    )
+    assert "Head ran on another machine: Other CPU" in _render(c2, project)
+
+
+# ---------------------------------------------------------------- history
+
+
+def test_history_structure_matches_golden(tmp_path: Path) -> None:
+    html = render_history(make_runs(), out=tmp_path / "history.html").read_text("utf-8")
+    check_golden("report_history.txt", html)
+    check_figures(html)
+
+
+def test_history_marks_the_step(tmp_path: Path) -> None:
+    html = render_history(make_runs(), out=tmp_path / "h.html").read_text("utf-8")
+    for fig in figures(html).values():
+        marker = next(t for t in fig["data"] if t.get("name") == "change detected")
+        assert len(marker["x"]) >= 1
+        assert "2026-01-13 10:00:00" in marker["x"]  # run 12, the first slower one
+        assert "Commit 12" in " ".join(marker["hovertext"])
+        median = next(t for t in fig["data"] if t.get("name") == "median")
+        assert median["x"] == sorted(median["x"])  # by commit date
+
+
+def test_change_flags_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import perfctl.stats
+
+    def broken(_: object) -> list[int]:
+        raise TypeError("old signature")
+
+    monkeypatch.setattr(perfctl.stats, "change_points", broken)
+    med = [1.0, 1.0, 1.3, 1.3]
+    flags = charts.change_flags(med, [m * 0.98 for m in med], [m * 1.02 for m in med])
+    assert flags == [False, False, True, False]
+
+
+def test_run_summary() -> None:
+    res = RegimeResult("r", "f", OK, processes=tuple((float(i),) for i in range(1, 21)))
+    med, lo, hi = charts.run_summary(res)  # type: ignore[misc]
+    assert lo < med < hi and med == 10.5
+    assert charts.run_summary(RegimeResult("r", "f", FAILED)) is None
+    assert charts.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
+        2.0,
+        1.0,
+        3.0,
+    )
+
+
+def test_commit_time_normalises_offsets() -> None:
+    run = make_runs(1)[0]
+    shifted = Run(
+        run.id, run.project, RefInfo("x", "1" * 40, "", "2026-01-01T10:00:00+02:00"), MACHINE, ""
+    )
+    assert charts.commit_time(shifted) == "2026-01-01 08:00:00"
+    undated = Run(run.id, run.project, RefInfo("x", "1" * 40), MACHINE, "not a date")
+    assert charts.commit_time(undated) is None
+
+
+def test_history_picks_the_common_machine(tmp_path: Path) -> None:
+    runs = make_runs(6)
+    odd = runs[0]
+    other = Run("odd", "proj", odd.ref, OTHER_MACHINE, odd.started, results=odd.results)
+    html = render_history([other, *runs], out=tmp_path / "h.html").read_text("utf-8")
+    assert "<code>m-1234</code> Test CPU" in html and "(shown)" in html
+    html = render_history([other, *runs], out=tmp_path / "h.html", machine_id="m-99").read_text(
+        "utf-8"
+    )
+    assert "1 run<" in html
+    with pytest.raises(StoreError, match="matches 0 stored fingerprints"):
+        render_history(runs, out=tmp_path / "h.html", machine_id="zzz")
+
+
+def test_history_without_dates_uses_commit_axis(tmp_path: Path) -> None:
+    runs = [
+        Run(
+            r.id,
+            r.project,
+            RefInfo("main", r.ref.sha, r.ref.subject),
+            MACHINE,
+            "",
+            results=r.results,
+        )
+        for r in make_runs(4)
+    ]
+    html = render_history(runs, out=tmp_path / "h.html").read_text("utf-8")
+    fig = next(iter(figures(html).values()))
+    assert fig["layout"]["xaxis"]["type"] == "category"
+
+
+def test_empty_history_renders(tmp_path: Path) -> None:
+    html = render_history([], out=tmp_path / "h.html").read_text("utf-8")
+    assert "No stored run has results" in html
+
+
+# ------------------------------------------------------ templates, writing
+
+
+def test_template_dir_overrides_file_by_file(project: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "tpl"
+    mine.mkdir()
+    (mine / "report.css").write_text("body { color: rebeccapurple; }", encoding="utf-8")
+    html = _render(make_comparison(), project, template_dir=mine)
+    assert "rebeccapurple" in html and 'id="results-table"' in html
+
+
+def test_template_errors_are_usage_errors(project: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "tpl"
+    mine.mkdir()
+    (mine / "comparison.html.j2").write_text("{{ no_such_field }}", encoding="utf-8")
+    with pytest.raises(UsageError, match="no_such_field") as info:
+        _render(make_comparison(), project, template_dir=mine)
+    assert "--template-dir" in info.value.hint
+    with pytest.raises(UsageError, match="is not a directory"):
+        _render(make_comparison(), project, template_dir=tmp_path / "nope")
+
+
+def test_user_template_autoescapes(project: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "tpl"
+    mine.mkdir()
+    (mine / "comparison.html.j2").write_text(
+        "<p>{{ comparison.base.subject }}</p>", encoding="utf-8"
+    )
+    html = _render(make_comparison(text=XSS), project, template_dir=mine)
+    assert XSS not in html and "&lt;script&gt;" in html
+
+
+def test_write_is_atomic(project: Path) -> None:
+    out = project / "reports" / "c.html"
+    out.parent.mkdir()
+    out.write_text("old", encoding="utf-8")
+    render_comparison(make_comparison(), project_root=project, out=out)
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in out.parent.iterdir()] == ["c.html"]
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_unknown_plotly_mode(project: Path) -> None:
+    with pytest.raises(UsageError, match="plotly_js"):
+        _render(make_comparison(), project, plotly_js="svg")
+
+
+def test_import_stays_light() -> None:
+    code = (
+        "import sys, perfctl.report, perfctl.charts, perfctl.commands.report; "
+        "print(sorted(m for m in ('plotly', 'jinja2', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -------------------------------------------------------------------- CLI
+
+
+def _store_comparison(project: Path) -> Comparison:
+    from perfctl.store import open_store
+
+    c = make_comparison()
+    store = open_store(project / ".perfctl")
+    store.save_comparison(c)
+    for run in make_runs(4):
+        store.begin_run(run)
+    return c
+
+
+def test_cli_writes_last_comparison_by_default(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    c = _store_comparison(project)
+    done = cli("report", cwd=project)
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip())
+    assert path == project / "reports" / f"comparison-{c.id}.html"
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    _store_comparison(project)
+    done = cli("report", "20260101", "-o", "out/x.html", "--cdn", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "out/x.html"
+    assert (project / "out/x.html").stat().st_size < 500_000
+    done = cli("report", "--history", "-C", str(project), cwd=project.parent)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == project / "reports" / "history.html"
+
+
+def test_cli_errors(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    done = cli("report", "--last", "--history", cwd=project)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "Error: --last and --history cannot be used together\n"
+        "Hint: give one comparison id, --last or --history\n"
+    )
+    done = cli("report", "--history", cwd=project)
+    assert done.returncode == 2
+    assert done.stderr.startswith("Error: no stored runs to chart\n")
+    _store_comparison(project)
+    done = cli("report", "nosuchid", cwd=project)
+    assert done.returncode == 2
+    assert done.stderr.startswith("Error: unknown comparison id `nosuchid`\n")

@@ -1,0 +1,339 @@
+"""HTML reports in real headless Chromium, loaded from disk with no network.
+
+Chromium is driven over the DevTools protocol on ``--remote-debugging-pipe``
+(fds 3 and 4, NUL-terminated JSON), so no websocket client is needed. Each
+test checks: no console errors or exceptions, no request leaves file:/data:,
+every chart div holds a rendered plotly ``.main-svg``, and a full-page
+screenshot is saved (to $PERFCTL_TEST_ARTIFACTS, else pytest's tmp dir).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfctl.report import render_comparison, render_history
+from tests.test_report import XSS, make_comparison, make_runs, write_profile
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,900",
+    "--hide-scrollbars",
+    # Belt and braces for "no network": any http(s) request goes to a dead proxy.
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+)
+LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:", "chrome-error:")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} not found (apt-get install chromium)"
+    ),
+]
+
+
+def _high(fd: int) -> int:
+    # Park the pipe end above fd 10 so dup2 onto 3/4 in the child never
+    # clobbers its partner or no-ops on an fd that is still close-on-exec.
+    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return new
+
+
+class Browser:
+    """A headless Chromium with one page, spoken to over the DevTools pipe."""
+
+    def __init__(self, profile: Path) -> None:
+        cmd_r, self._cmd_w = (_high(fd) for fd in os.pipe())
+        self._out_r, out_w = (_high(fd) for fd in os.pipe())
+
+        def plumb() -> None:
+            os.dup2(cmd_r, 3)
+            os.dup2(out_w, 4)
+
+        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=plumb,
+        )
+        os.close(cmd_r)
+        os.close(out_w)
+        self._next = 0
+        self._replies: dict[int, dict[str, Any]] = {}
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.call(f"{domain}.enable", session=True)
+
+    def _read(self) -> None:
+        buf = b""
+        while chunk := os.read(self._out_r, 1 << 16):
+            buf += chunk
+            *messages, buf = buf.split(b"\0")
+            for raw in messages:
+                msg = json.loads(raw)
+                if "id" in msg:
+                    with self._cond:
+                        self._replies[msg["id"]] = msg
+                        self._cond.notify_all()
+                else:
+                    self.events.put(msg)
+
+    def call(
+        self, method: str, *, session: bool = False, timeout: float = 30, **params: Any
+    ) -> dict[str, Any]:
+        """Send one command and wait for its result."""
+        self._next += 1
+        msg: dict[str, Any] = {"id": self._next, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = self.session
+        os.write(self._cmd_w, json.dumps(msg).encode() + b"\0")
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._next in self._replies, timeout):
+                raise TimeoutError(f"{method}: no reply in {timeout}s")
+            reply = self._replies.pop(self._next)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})  # type: ignore[no-any-return]
+
+    def evaluate(self, expression: str) -> Any:
+        """The JSON value of a JS expression in the page."""
+        result = self.call(
+            "Runtime.evaluate",
+            session=True,
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=True,
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"JS error: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every event received so far."""
+        out = []
+        while not self.events.empty():
+            out.append(self.events.get_nowait())
+        return out
+
+    def close(self) -> None:
+        """Close the browser (kill it if it hangs)."""
+        try:
+            self.call("Browser.close", timeout=5)
+        except (OSError, TimeoutError, RuntimeError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._cmd_w)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One Chromium for the module, with a fresh profile."""
+    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()
+
+
+def _problems(events: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for e in events:
+        method, p = e.get("method"), e.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            out.append(
+                f"exception: {p['exceptionDetails'].get('text')} "
+                f"{p['exceptionDetails'].get('exception', {}).get('description', '')}"
+            )
+        elif method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append(
+                "console: "
+                + " ".join(str(a.get("value", a.get("description"))) for a in p.get("args", []))
+            )
+        elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
+            out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+        elif method == "Page.javascriptDialogOpening":
+            out.append(f"dialog: {p.get('message')}")
+        elif method == "Network.requestWillBeSent" and not p["request"]["url"].startswith(
+            LOCAL_SCHEMES
+        ):
+            out.append(f"network: {p['request']['url']}")
+    return out
+
+
+def _artifacts_dir(tmp_path: Path) -> Path:
+    d = Path(os.environ.get("PERFCTL_TEST_ARTIFACTS") or tmp_path / "artifacts")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def load(browser: Browser, html: Path, shot: Path, timeout: float = 30) -> dict[str, Any]:
+    """Open a report from disk, wait for every chart, screenshot it; return what was seen."""
+    browser.drain()
+    browser.call("Page.navigate", session=True, url=html.resolve().as_uri())
+    deadline = time.monotonic() + timeout
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = (
+            browser.evaluate("""(() => {
+            const charts = [...document.querySelectorAll('.chart')];
+            return {ready: document.readyState,
+                    charts: charts.length,
+                    rendered: charts.filter(d => d.querySelector('.main-svg')).length,
+                    pwned: window.__pwned === undefined ? null : window.__pwned};
+        })()""")
+            or {}
+        )
+        if state.get("ready") == "complete" and state["rendered"] == state["charts"]:
+            break
+        time.sleep(0.1)
+    events = browser.drain()
+    # Dismiss any dialog so the page (and the next test) is not stuck.
+    if any(e.get("method") == "Page.javascriptDialogOpening" for e in events):
+        browser.call("Page.handleJavaScriptDialog", session=True, accept=False)
+    metrics = browser.call("Page.getLayoutMetrics", session=True)["cssContentSize"]
+    png = browser.call(
+        "Page.captureScreenshot",
+        session=True,
+        format="png",
+        captureBeyondViewport=True,
+        clip={
+            "x": 0,
+            "y": 0,
+            "width": metrics["width"],
+            "height": min(metrics["height"], 16000),
+            "scale": 1,
+        },
+    )
+    shot.write_bytes(base64.b64decode(png["data"]))
+    print(f"screenshot: {shot}")
+    state["problems"] = _problems(events)
+    return state
+
+
+def _check_rendered(state: dict[str, Any], charts: int) -> None:
+    assert state["problems"] == []
+    assert state["charts"] == charts
+    assert state["rendered"] == charts, "some chart divs hold no plotly .main-svg"
+
+
+def test_comparison_with_profile(browser: Browser, tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    c = make_comparison(artifacts=write_profile(root))
+    out = render_comparison(c, project_root=root, out=root / "reports" / "cmp.html")
+    state = load(browser, out, _artifacts_dir(tmp_path) / "comparison-profile.png")
+    _check_rendered(state, charts=5)  # 2 bars, 2 distributions, 1 profile waterfall
+    # The flamegraphs open in the page.
+    opened = browser.evaluate("""(() => {
+        document.querySelectorAll('details.flame').forEach(d => d.open = true);
+        return [...document.querySelectorAll('object.flamegraph')]
+            .map(o => o.getBoundingClientRect().height > 100);
+    })()""")
+    assert opened == [True, True, True]
+
+
+def test_comparison_without_profile_sorts_and_filters(browser: Browser, tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    out = render_comparison(
+        make_comparison(families=3), project_root=root, out=root / "reports" / "cmp.html"
+    )
+    state = load(browser, out, _artifacts_dir(tmp_path) / "comparison.png")
+    _check_rendered(state, charts=7)  # 3 bars, 3 distributions, 1 regime waterfall
+    seen = browser.evaluate("""(() => {
+        const rows = () => [...document.querySelectorAll('#results-table tbody tr')];
+        const visible = () => rows().filter(r => !r.hidden).length;
+        const out = {first: rows()[0].dataset.verdict};
+        document.querySelector('#verdict-counts button[data-verdict="improved"]').click();
+        out.improved = visible();
+        document.querySelector('#verdict-counts button[data-verdict="improved"]').click();
+        const box = document.querySelector('.filter-text');
+        box.value = 'fam2'; box.dispatchEvent(new Event('input', {bubbles: true}));
+        out.fam2 = visible();
+        box.value = ''; box.dispatchEvent(new Event('input', {bubbles: true}));
+        const base = document.querySelectorAll('#results-table th')[2];
+        base.click();
+        out.sorted = rows().map(r => r.cells[2].dataset.sort).filter(v => v).map(Number);
+        out.count = document.querySelector('.filter-count').textContent;
+        return out;
+    })()""")
+    assert seen["first"] == "regressed"
+    assert seen["improved"] == 2
+    assert seen["fam2"] == 3
+    assert seen["sorted"] == sorted(seen["sorted"]) and len(seen["sorted"]) == 9
+    assert seen["count"] == "10 of 10 shown"
+
+
+def test_history(browser: Browser, tmp_path: Path) -> None:
+    out = render_history(make_runs(30, 4), out=tmp_path / "history.html")
+    state = load(browser, out, _artifacts_dir(tmp_path) / "history.png")
+    _check_rendered(state, charts=4)
+
+
+def test_payloads_stay_text(browser: Browser, tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    c = make_comparison(text=XSS, artifacts=write_profile(root, text=XSS))
+    out = render_comparison(c, project_root=root, out=root / "reports" / "xss.html")
+    shots = _artifacts_dir(tmp_path)
+    state = load(browser, out, shots / "comparison-xss.png")
+    _check_rendered(state, charts=5)
+    assert state["pwned"] is None
+    text = browser.evaluate("document.body.innerText")
+    assert XSS in text  # shown literally: ref, subject, regime, docstring, warning...
+    assert text.count(XSS) >= 5
+    labels = browser.evaluate(
+        "[...document.querySelectorAll('.chart .main-svg text')].map(t => t.textContent)"
+        ".join('\\n')"
+    )
+    assert "<script>window.__pwned=1</script>" in labels  # plotly shows it as text, too
+    assert browser.evaluate("document.querySelectorAll('main img, main script').length") == 0
+
+    out = render_history(make_runs(8, 2, text=XSS), out=tmp_path / "xss-history.html")
+    state = load(browser, out, shots / "history-xss.png")
+    _check_rendered(state, charts=2)
+    assert state["pwned"] is None
+    assert XSS in browser.evaluate("document.body.innerText")
+
+
+def test_cdn_report_offline_degrades_quietly(browser: Browser, tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    out = render_comparison(
+        make_comparison(), project_root=root, out=root / "cdn.html", plotly_js="cdn"
+    )
+    state = load(browser, out, _artifacts_dir(tmp_path) / "cdn-offline.png", timeout=3)
+    # The CDN script is the only request that leaves the disk, and it fails.
+    assert all(p.startswith(("network: https://cdn.plot.ly/", "log: ")) for p in state["problems"])
+    assert browser.evaluate("document.querySelectorAll('.chart-missing').length") == 5
