@@ -1,0 +1,369 @@
+"""The built-in regime suite: every family runs with real processes, cleans up after itself,
+and its results make physical sense (timed here with medians and generous factors)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from perfctl import api, loader, requirements
+from perfctl.subjects import propagation as prop_ref
+from perfctl.subjects import shm as shm_ref
+from perfctl.subjects.shm import FrameChannel
+from tests.conftest import GitRepo, run_cli
+
+REGIMES = Path(__file__).resolve().parents[1] / "regimes"
+FAMILIES = ("ipc", "callback", "shm", "gpu", "propagation")
+SHM_DIR = Path("/dev/shm")
+HERE = "tests.test_builtin_regimes"
+
+
+def defs(family: str) -> list[api.RegimeDef]:
+    """The regimes one family's file defines."""
+    return loader.load_file(REGIMES / f"{family}.py")
+
+
+def expanded(family: str) -> list[str]:
+    """Every expanded regime name of a family."""
+    return [name for d in defs(family) for name, _ in d.expand()]
+
+
+@contextlib.contextmanager
+def opened(family: str, name: str) -> Iterator[loader.Instance]:
+    """Set one regime up and always tear it down."""
+    defn, kwargs = loader.find(defs(family), name)
+    with loader.open_regime(defn, kwargs) as instance:
+        yield instance
+
+
+def medians(family: str, *names: str, runs: int = 5) -> list[float]:
+    """Median seconds per run() of each regime, their runs interleaved so load hits all."""
+    with contextlib.ExitStack() as stack:
+        runs_of = [stack.enter_context(opened(family, n)).run for n in names]
+        for run in runs_of:
+            run()  # warm-up
+        times: list[list[float]] = [[] for _ in names]
+        for _ in range(runs):
+            for run, out in zip(runs_of, times, strict=True):
+                t0 = time.perf_counter()
+                run()
+                out.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def children() -> set[int]:
+    """This process's live multiprocessing children."""
+    return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
+
+
+def shm_blocks() -> set[str]:
+    """This process's perfctl shared-memory blocks in /dev/shm (others may be running)."""
+    return {p.name for p in SHM_DIR.glob(f"{shm_ref.SHM_PREFIX}{os.getpid()}_*")}
+
+
+@pytest.fixture
+def subjects(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point families at subjects defined in this file, as `--subject` would."""
+
+    def use(**paths: str) -> None:
+        monkeypatch.setenv(api.SUBJECTS_ENV, json.dumps(paths))
+
+    return use
+
+
+# -- the files themselves ------------------------------------------------------------
+@pytest.mark.parametrize("family", FAMILIES)
+def test_regime_files_import_only_stdlib_and_perfctl(family: str) -> None:
+    tree = ast.parse((REGIMES / f"{family}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            roots = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            roots = [(node.module or "").split(".")[0]]
+        else:
+            continue
+        for root in roots:
+            assert root in sys.stdlib_module_names or root in ("perfctl", "__future__"), root
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_loading_a_family_runs_no_workload(family: str) -> None:
+    before, t0 = children(), time.perf_counter()
+    found = defs(family)
+    assert time.perf_counter() - t0 < 1.0
+    assert found and children() == before
+    assert {d.family for d in found} == {family}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_names_and_baselines_follow_the_scheme(family: str) -> None:
+    names = set(expanded(family))
+    for d in defs(family):
+        assert d.name.startswith(f"{family}.") and d.description
+        for _, kwargs in d.expand():
+            baseline = d.baseline_for(kwargs)
+            assert baseline is None or baseline in names, baseline
+        if d.name.endswith((".floor", ".cpu")):
+            assert d.baseline is None and set(d.tags) & {"floor", "cpu"}
+
+
+# -- every regime runs ---------------------------------------------------------------
+def _smoke_cases() -> list[Any]:
+    cases = []
+    for family in ("ipc", "callback", "shm", "propagation"):
+        for d in defs(family):
+            skip = requirements.unmet(d.requires)
+            marks = [pytest.mark.skip(reason=skip)] if skip else []
+            cases += [pytest.param(d, kw, id=n, marks=marks) for n, kw in d.expand()]
+    return cases
+
+
+@pytest.mark.parametrize(("defn", "kwargs"), _smoke_cases())
+def test_every_regime_runs_and_cleans_up(defn: api.RegimeDef, kwargs: dict[str, Any]) -> None:
+    before, kids = shm_blocks(), children()
+    with loader.open_regime(defn, kwargs) as instance:
+        for _ in range(3):
+            instance.run()
+        metrics = instance.metrics() if instance.metrics else {}
+    assert set(metrics) <= set(defn.metrics)
+    assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
+    if defn.metrics and sys.platform.startswith("linux"):
+        assert set(metrics) == set(defn.metrics)
+    assert children() <= kids
+    assert shm_blocks() <= before
+
+
+# -- sanity: the physics the seeds report --------------------------------------------
+def test_shared_memory_beats_pipe_copy_at_24mb() -> None:
+    pipe, ring = medians("shm", "shm.bytes_hop_pipe[size=24M]", "shm.bytes_hop_ring[size=24M]")
+    assert ring * 1.5 < pipe, (ring, pipe)
+
+
+def test_shared_memory_beats_pipe_copy_for_a_4k_frame() -> None:
+    pipe, ring = medians("shm", "shm.frame4k_hop_pipe", "shm.frame4k_hop_ring", runs=3)
+    assert ring * 1.5 < pipe, (ring, pipe)
+
+
+def test_batched_callbacks_beat_per_item() -> None:
+    names = ("callback.chatter[mode=per_item]", "callback.chatter[mode=batched]")
+    per_item, batched = medians("callback", *names)
+    assert batched * 5 < per_item, (batched, per_item)
+
+
+def test_bulk_list_payload_beats_per_element() -> None:
+    names = ("ipc.large_list_sum[mode=each]", "ipc.large_list_sum[mode=bulk]")
+    each, bulk = medians("ipc", *names, runs=3)
+    assert bulk * 5 < each, (bulk, each)
+
+
+def test_warm_pooled_worker_beats_cold_start() -> None:
+    cold, warm = medians("ipc", "ipc.first_call[pool=cold]", "ipc.first_call[pool=warm]", runs=3)
+    assert warm * 10 < cold, (warm, cold)
+
+
+def test_a_system_is_no_faster_than_its_floor() -> None:
+    names = ("ipc.tiny_ping.floor[channel=pipe]", "ipc.tiny_ping[channel=pipe]")
+    floor, system = medians("ipc", *names, runs=7)
+    assert floor < system * 1.5, (floor, system)
+
+
+def test_epoch_skipping_beats_recompute_and_computes_the_same_pages() -> None:
+    prop = sys.modules[defs("propagation")[0].func.__module__]
+    engines = {m: prop_ref.Engine(m) for m in ("recompute", "epoch")}
+    works = {m: prop.Workload(e, "chain") for m, e in engines.items()}
+    samples: dict[str, list[float]] = {m: [] for m in engines}
+    for _ in range(15):  # interleaved, so drift hits both modes alike
+        for mode, work in works.items():
+            t0 = time.perf_counter()
+            work.step()
+            samples[mode].append(time.perf_counter() - t0)
+    assert engines["recompute"].snapshot() == engines["epoch"].snapshot()
+    assert engines["epoch"].stats.recomputes * 2 == engines["recompute"].stats.recomputes
+    assert statistics.median(samples["epoch"]) < statistics.median(samples["recompute"])
+
+
+class UnsoundEngine(prop_ref.Engine):
+    """An epoch mode that skips even changed parents: fast and wrong."""
+
+    def _recompute(self, page: prop_ref.Page) -> bool:
+        if self.mode == "epoch":
+            return False
+        return super()._recompute(page)
+
+
+def test_propagation_setup_refuses_a_fast_path_that_computes_differently(subjects: Any) -> None:
+    subjects(propagation=f"{HERE}:UnsoundEngine")
+    with pytest.raises(RuntimeError, match="epoch mode computed different pages"):
+        with opened("propagation", "propagation.update_chain[mode=epoch]"):
+            pass
+
+
+# -- shared memory is unlinked even when a run fails ---------------------------------
+class FailingChannel:
+    """The reference channel whose receiver dies on the second hop."""
+
+    live: list[str] = []
+
+    def __init__(self, transport: str, slot_bytes: int) -> None:
+        self.inner = FrameChannel(transport, slot_bytes)
+        self.hops = 0
+
+    def hop(self, buffer: Any, shape: Any = None) -> int:
+        self.hops += 1
+        if self.hops == 2:
+            FailingChannel.live = [n for n in self.inner.block_names if (SHM_DIR / n).exists()]
+            self.inner._proc.kill()  # the receiver crashes mid-run
+        return self.inner.hop(buffer, shape)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.skipif(not SHM_DIR.is_dir(), reason="no /dev/shm on this platform")
+def test_shared_memory_is_unlinked_after_a_failing_run(subjects: Any) -> None:
+    subjects(shm=f"{HERE}:FailingChannel")
+    before, kids = shm_blocks(), children()
+    with pytest.raises((EOFError, OSError)):
+        with opened("shm", "shm.bytes_hop_ring[size=512K]") as instance:
+            instance.run()
+    assert len(FailingChannel.live) == shm_ref.RING_SLOTS  # they existed during the run
+    assert shm_blocks() == before
+    assert children() <= kids
+
+
+# -- gpu -----------------------------------------------------------------------------
+class StandInDevice:
+    """The gpu protocol on numpy, so the regimes' own logic runs without a device."""
+
+    name = "numpy stand-in"
+
+    def __init__(self) -> None:
+        self.one = np.zeros(1, dtype=np.int32)
+
+    def host(self, nbytes: int) -> Any:
+        return np.ones(nbytes, dtype=np.uint8)
+
+    def device(self, nbytes: int) -> Any:
+        return np.zeros(nbytes, dtype=np.uint8)
+
+    def h2d(self, dst: Any, src: Any) -> None:
+        np.copyto(dst, src)
+
+    d2h = h2d
+
+    def xor_(self, page: Any, delta: Any) -> None:
+        np.bitwise_xor(page, delta, out=page)
+
+    def launch_empty(self) -> None:
+        pass
+
+    def launch_tiny(self) -> None:
+        self.one += 1
+
+    def sync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_gpu_regimes_skip_with_a_reason_without_a_device() -> None:
+    if requirements.gpu_reason() is None:
+        pytest.skip("a CUDA device is present: the gpu-marked test runs the regimes")
+    for d in defs("gpu"):
+        reason = requirements.unmet(d.requires)
+        assert isinstance(reason, str) and reason
+
+
+def test_gpu_regimes_run_on_a_stand_in_device(subjects: Any) -> None:
+    subjects(gpu=f"{HERE}:StandInDevice")
+    for d in defs("gpu"):
+        for _, kwargs in d.expand():
+            with loader.open_regime(d, kwargs) as instance:
+                instance.run()
+                instance.run()
+                metrics = instance.metrics() if instance.metrics else {}
+            assert set(metrics) <= set(d.metrics)
+
+
+def per_op_and_metrics(defn: api.RegimeDef, kwargs: dict[str, Any]) -> tuple[float, dict]:
+    """Median seconds per op over five runs after a warm-up, and the regime's metrics."""
+    with loader.open_regime(defn, kwargs) as instance:
+        instance.run()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            instance.run()
+            times.append(time.perf_counter() - t0)
+        metrics = instance.metrics() if instance.metrics else {}
+    return statistics.median(times) / defn.ops, metrics
+
+
+@pytest.mark.gpu
+def test_gpu_regimes_on_a_real_device() -> None:
+    reason = requirements.unmet(["gpu"])
+    if reason:
+        pytest.skip(reason)
+    per_op = {}
+    for d in defs("gpu"):
+        for name, kwargs in d.expand():
+            per_op[name], metrics = per_op_and_metrics(d, kwargs)
+            assert all(math.isfinite(v) for v in metrics.values())
+            if name == "gpu.h2d[size=64M]":
+                assert metrics["bandwidth_gb_s"] > 1.0
+    assert per_op["gpu.launch_sync.floor"] < per_op["gpu.launch_sync"] * 1.5
+    sizes = sys.modules[defs("gpu")[0].func.__module__].PAGE_SIZES
+    ratios = {
+        s: per_op[f"gpu.page_apply[size={s}]"] / per_op[f"gpu.page_apply.cpu[size={s}]"]
+        for s in sizes
+    }
+    print("GPU/CPU page_apply time ratio by page size:", ratios)
+    assert ratios[sizes[0]] > 1.0  # a 1 KiB page is cheaper on the CPU (seed 001)
+
+
+# -- through the CLI -----------------------------------------------------------------
+def test_perfctl_list_shows_a_family(git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", '[project]\nname = "x"\nversion = "0"\n')
+    proc = run_cli(
+        "list", "--regimes", "builtin", "--family", "shm", "--format", "json", cwd=git_repo.path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert {r["family"] for r in json.loads(proc.stdout)} == {"shm"}
+
+
+@pytest.mark.slow
+def test_perfctl_run_measures_a_builtin_regime_and_its_floor(git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", '[project]\nname = "x"\nversion = "0"\n')
+    proc = run_cli(
+        "run",
+        "--regimes",
+        "builtin:ipc",
+        "--regime",
+        "ipc.tiny_ping*[[]channel=pipe]",
+        "--fast",
+        "--processes",
+        "3",
+        "--format",
+        "json",
+        cwd=git_repo.path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["regime"]: r for r in json.loads(proc.stdout)["rows"]}
+    assert set(rows) == {"ipc.tiny_ping[channel=pipe]", "ipc.tiny_ping.floor[channel=pipe]"}
+    assert all(r["status"] == "ok" for r in rows.values())
+    system = rows["ipc.tiny_ping[channel=pipe]"]
+    assert system["baseline"] == "ipc.tiny_ping.floor[channel=pipe]"
+    assert system["vs_baseline"] > 1.0  # pickled messages never beat bare read/write
