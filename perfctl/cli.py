@@ -77,8 +77,15 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             code = _usage_error(exc)
-        else:
+        elif os.environ.get("PERFCTL_DEBUG"):
             raise
+        else:
+            # A bug in perfctl is a tool failure (3), never "regression found" (1).
+            sys.stderr.write(f"Error: internal error: {type(exc).__name__}: "
+                             f"{_common.one_line(str(exc))}\n")
+            sys.stderr.write("Hint: this is a perfctl bug; re-run with PERFCTL_DEBUG=1 for the "
+                             "traceback and report it\n")
+            code = 3
     else:
         code = rv if isinstance(rv, int) else 0
     sys.exit(code)

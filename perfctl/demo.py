@@ -53,10 +53,11 @@ def demo_settings(quick: bool) -> object:
     from perfctl.compare import CompareSettings
 
     if quick:
-        return CompareSettings(schedule=Schedule(rounds=5, max_rounds=5, values=2,
+        # 8 rounds: enough for the rank test to clear BH even when the machine is busy.
+        return CompareSettings(schedule=Schedule(rounds=8, max_rounds=8, values=2,
                                                  min_time=0.01, time_budget=5), name="demo-quick")
-    return CompareSettings(schedule=Schedule(rounds=6, max_rounds=12, values=2, min_time=0.03,
-                                             time_budget=8), name="demo")
+    return CompareSettings(schedule=Schedule(rounds=10, max_rounds=16, values=2, min_time=0.03,
+                                             time_budget=10), name="demo")
 
 
 def _git(root: Path, *args: str) -> None:

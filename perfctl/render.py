@@ -177,12 +177,12 @@ def md_escape(text: str) -> str:
 
 def format_compare_markdown(c: Comparison) -> str:
     """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
-    lines = [f"**{md_escape(c.base.ref)}** (`{c.base.short}`) → **{md_escape(c.head.ref)}** "
-             f"(`{c.head.short}`): {counts_line(c)}", "",
+    lines = [f"**{md_escape(c.base.ref)}** ({c.base.short}) → **{md_escape(c.head.ref)}** "
+             f"({c.head.short}): {counts_line(c)}", "",
              "| Regime | Before | After | Change | Verdict |",
              "| --- | ---: | ---: | ---: | --- |"]
     for r in c.sorted_regimes():
-        lines.append(f"| `{md_escape(r.name)}` | {side_cell(r, 'base')} | "
+        lines.append(f"| {md_escape(r.name)} | {side_cell(r, 'base')} | "
                      f"{side_cell(r, 'head')} | {change_cell(r)} | {md_escape(r.verdict)} |")
     lines += ["", f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
                   f"corrected (α = {c.alpha}), bootstrap 95% CI, noise band ±"

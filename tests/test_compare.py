@@ -121,7 +121,7 @@ def test_fail_on_regression_and_markdown(repo: GitRepo) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert "| Regime | Before | After | Change | Verdict |" in proc.stdout
-    assert "| `work` |" in proc.stdout and "regressed" in proc.stdout
+    assert "| work |" in proc.stdout and "regressed" in proc.stdout
 
 
 def test_table_output_and_from_store(repo: GitRepo) -> None:

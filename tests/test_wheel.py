@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -21,15 +22,21 @@ def test_wheel_installs_and_lists_builtin_regimes(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("perfctl/regimes/") and n.endswith(".py") for n in names)
     assert any(n.startswith("perfctl/templates/") for n in names)
+    assert "perfctl/data/demo/phases.json" in names  # the demo project ships too
+    assert "perfctl/_workers/bench.py" in names and "perfctl/commands/compare.py" in names
     assert not any(n.startswith("regimes/") or n.startswith("templates/") for n in names)
-    # A fresh venv that sees the test environment's dependencies but installs
-    # perfctl itself from the wheel (non-editable).
+    # A fresh venv that installs perfctl itself from the wheel (non-editable) and
+    # borrows the test environment's dependencies through a .pth file, which is
+    # read after the venv's own site-packages (and skips the editable finder).
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], check=True)
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], capture_output=True, text=True, check=True)
+    parent = sysconfig.get_paths()["purelib"]
+    Path(purelib.stdout.strip(), "_deps.pth").write_text(parent + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                    "--no-deps", "--no-index", str(wheel)], check=True)
     where = subprocess.run([str(py), "-c", "import perfctl; print(perfctl.__file__)"],
                            cwd=tmp_path, capture_output=True, text=True, check=True)
     assert str(venv) in where.stdout

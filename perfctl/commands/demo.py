@@ -24,8 +24,12 @@ def _phase_lines(result: object) -> list[tuple[str, str, str, str]]:
             if rc is None:
                 rows.append((phase.id, name, "—", "not measured"))
                 continue
-            shown = rc.verdict if rc.verdict == "improved" else (
-                f"{rc.verdict}: this phase's change did not show up")
+            if rc.verdict == "improved":
+                shown = "improved"
+            elif rc.verdict in ("inconclusive", "failed", "skipped"):
+                shown = f"{rc.verdict}: {rc.reason}"
+            else:
+                shown = f"{rc.verdict}: this phase's change did not show up"
             rows.append((f"{phase.id} {phase.name}", name, change_cell(rc), shown))
     return rows
 
