@@ -53,9 +53,23 @@ def main() -> None:
         root = Path(tmp)
         (root / "pyproject.toml").write_text('[tool.perfctl]\nregimes = ["bench.py"]\n')
         (root / "bench.py").write_text(REGIMES)
-        out = subprocess.run([sys.executable, "-m", "perfctl", "run", "--regime", "empty",
-                              "--fast", "--format", "json"], cwd=root, check=True,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perfctl",
+                "run",
+                "--regime",
+                "empty",
+                "--fast",
+                "--format",
+                "json",
+            ],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         row = json.loads(out.stdout)["rows"][0]
         print(f"empty regime, ops=1000: {row['median_s'] * 1e9:.1f} ns/op (goal < 50)")
         perfctl_cmd = [sys.executable, "-m", "perfctl", "run", "--regime", "trivial", "--fast"]
@@ -65,8 +79,10 @@ def main() -> None:
             ours.append(wall(perfctl_cmd, root))
             bare.append(wall(bare_cmd, root))
         m_ours, m_bare = statistics.median(ours), statistics.median(bare)
-        print(f"perfctl run --fast: {m_ours:.2f} s   pyperf timeit --fast: {m_bare:.2f} s   "
-              f"ratio {m_ours / m_bare:.2f}x (goal <= 1.2x), median of {args.repeat}")
+        print(
+            f"perfctl run --fast: {m_ours:.2f} s   pyperf timeit --fast: {m_bare:.2f} s   "
+            f"ratio {m_ours / m_bare:.2f}x (goal <= 1.2x), median of {args.repeat}"
+        )
 
 
 if __name__ == "__main__":

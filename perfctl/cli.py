@@ -61,8 +61,9 @@ def main() -> None:
     try:
         rv = app(standalone_mode=False)
     except KeyboardInterrupt:
-        sys.stderr.write("Error: interrupted\nHint: completed results were kept; re-run to "
-                         "resume\n")
+        sys.stderr.write(
+            "Error: interrupted\nHint: completed results were kept; re-run to resume\n"
+        )
         code = 130
     except BrokenPipeError:
         # Output piped into e.g. `head`: silence the closed stdout.
@@ -81,10 +82,13 @@ def main() -> None:
             raise
         else:
             # A bug in perfctl is a tool failure (3), never "regression found" (1).
-            sys.stderr.write(f"Error: internal error: {type(exc).__name__}: "
-                             f"{_common.one_line(str(exc))}\n")
-            sys.stderr.write("Hint: this is a perfctl bug; re-run with PERFCTL_DEBUG=1 for the "
-                             "traceback and report it\n")
+            sys.stderr.write(
+                f"Error: internal error: {type(exc).__name__}: {_common.one_line(str(exc))}\n"
+            )
+            sys.stderr.write(
+                "Hint: this is a perfctl bug; re-run with PERFCTL_DEBUG=1 for the "
+                "traceback and report it\n"
+            )
             code = 3
     else:
         code = rv if isinstance(rv, int) else 0

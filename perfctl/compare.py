@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perfctl import discovery, interleave, runner
 from perfctl.config import Config
+from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
 from perfctl.interleave import SIDES, Schedule, SideData
 from perfctl.measure import new_run, subjects_env
@@ -21,7 +22,7 @@ from perfctl.model import (
     OK,
     SKIPPED,
     Comparison,
-    RegimeComparison,
+    RefInfo,
     RegimeInfo,
     RegimeResult,
     Run,
@@ -55,26 +56,72 @@ class CompareSettings:
 
 # Presets. Cost per regime on a 2-core VM at ~0.25 s per process: fast ≈ 3 s,
 # default 3–15 s (stops once the answer is clear), rigorous 10–60 s.
-FAST = CompareSettings(schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10),
-                       name="fast")
+FAST = CompareSettings(
+    schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10), name="fast"
+)
 # Default: 10 rounds, then sequential sampling (2 more per check) up to 30 rounds
 # or 20 s of measuring per regime, whichever comes first.
 DEFAULT = CompareSettings()
-RIGOROUS = CompareSettings(schedule=Schedule(rounds=20, max_rounds=80, time_budget=240),
-                           name="rigorous")
+RIGOROUS = CompareSettings(
+    schedule=Schedule(rounds=20, max_rounds=80, time_budget=240), name="rigorous"
+)
+
+
+def settings_for(
+    *,
+    fast: bool = False,
+    rigorous: bool = False,
+    rounds: int | None = None,
+    max_rounds: int | None = None,
+    values: int | None = None,
+    min_time: float | None = None,
+    time_budget: float | None = None,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    order: str = "abba",
+    seed: int = 0,
+    **kw: object,
+) -> CompareSettings:
+    """The settings chosen by command-line flags (a preset plus overrides)."""
+    from perfctl.errors import UsageError
+
+    if fast and rigorous:
+        raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    s = FAST if fast else RIGOROUS if rigorous else DEFAULT
+    sched = s.schedule
+    first = rounds or sched.rounds
+    last = max(max_rounds or max(sched.max_rounds, first), first)
+    sched = replace(
+        sched,
+        rounds=first,
+        max_rounds=last,
+        values=values or sched.values,
+        min_time=min_time or sched.min_time,
+        time_budget=time_budget or sched.time_budget,
+        order=order,
+        seed=seed,
+        threshold=threshold if threshold is not None else sched.threshold,
+    )
+    return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)  # type: ignore[arg-type]
 
 
 @dataclass
 class _Side:
-    target: object
+    target: Target
     run: Run
     infos: dict[str, RegimeInfo]
     load_error: str = ""
 
 
-def compare_refs(config: Config, base: str, head: str, *, regimes: list[str] | None = None,
-                 settings: CompareSettings | None = None,
-                 progress: Progress | None = None) -> Comparison:
+def compare_refs(
+    config: Config,
+    base: str,
+    head: str,
+    *,
+    regimes: list[str] | None = None,
+    settings: CompareSettings | None = None,
+    progress: Progress | None = None,
+) -> Comparison:
     """Measure BASE against HEAD, store the Comparison and return it."""
     from perfctl.locking import project_lock
 
@@ -87,8 +134,9 @@ def compare_refs(config: Config, base: str, head: str, *, regimes: list[str] | N
         files = _regime_files(config, settings)
         sides = _prepare(config, base, head, files, settings, say)
         names = _selected(sides, settings)
-        measured = {n: _measure_regime(config, store, sides, files, n, settings, say)
-                    for n in names}
+        measured = {
+            n: _measure_regime(config, store, sides, files, n, settings, say) for n in names
+        }
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
             comparison = _confirm(config, store, sides, files, comparison, settings, say)
@@ -98,8 +146,14 @@ def compare_refs(config: Config, base: str, head: str, *, regimes: list[str] | N
     return comparison
 
 
-def _prepare(config: Config, base: str, head: str, files: list[Path],
-             settings: CompareSettings, say: Progress) -> dict[str, _Side]:
+def _prepare(
+    config: Config,
+    base: str,
+    head: str,
+    files: list[Path],
+    settings: CompareSettings,
+    say: Progress,
+) -> dict[str, _Side]:
     from perfctl import envs
 
     out: dict[str, _Side] = {}
@@ -126,10 +180,10 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
     return files
 
 
-def _probe(target: object, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
+def _probe(target: Target, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
     t = target
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)  # type: ignore[attr-defined]
+        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -149,13 +203,24 @@ def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
 
 def _worker(config: Config, side: _Side, files: list[Path]) -> runner.Worker:
     t = side.target
-    return runner.Worker(t.python, t.cwd, t.env, tuple(files),  # type: ignore[attr-defined]
-                         config.inherit_environ)
+    return runner.Worker(
+        t.python,
+        t.cwd,
+        t.env,
+        tuple(files),
+        config.inherit_environ,
+    )
 
 
-def _measure_regime(config: Config, store: SqliteStore, sides: dict[str, _Side],
-                    files: list[Path], name: str, settings: CompareSettings,
-                    say: Progress) -> dict[str, RegimeResult]:
+def _measure_regime(
+    config: Config,
+    store: SqliteStore,
+    sides: dict[str, _Side],
+    files: list[Path],
+    name: str,
+    settings: CompareSettings,
+    say: Progress,
+) -> dict[str, RegimeResult]:
     from perfctl import stats
 
     infos = {s: sides[s].infos.get(name) for s in SIDES}
@@ -172,16 +237,24 @@ def _measure_regime(config: Config, store: SqliteStore, sides: dict[str, _Side],
 
     with interleave.workdir() as tmp:
         data = interleave.measure_pair(
-            workers, info, settings.schedule, logs, Path(tmp), clear,
-            lambda r: say(f"{name}: round {r}"))
+            workers,
+            info,
+            settings.schedule,
+            logs,
+            Path(tmp),
+            clear,
+            lambda r: say(f"{name}: round {r}"),
+        )
         results = {s: _result(infos[s] or info, data[s], logs[s], Path(tmp), s) for s in SIDES}
-        merged = {s: interleave.merge_pyperf(data[s].files, Path(tmp) / f"{s}-all.json")
-                  for s in SIDES}
+        merged = {
+            s: interleave.merge_pyperf(data[s].files, Path(tmp) / f"{s}-all.json") for s in SIDES
+        }
         return _save_results(store, sides, results, merged)
 
 
-def _unmeasurable(sides: dict[str, _Side], infos: dict[str, RegimeInfo | None],
-                  name: str) -> dict[str, RegimeResult]:
+def _unmeasurable(
+    sides: dict[str, _Side], infos: dict[str, RegimeInfo | None], name: str
+) -> dict[str, RegimeResult]:
     """Results for sides that cannot run this regime; empty if both can."""
     out: dict[str, RegimeResult] = {}
     for s in SIDES:
@@ -190,57 +263,99 @@ def _unmeasurable(sides: dict[str, _Side], infos: dict[str, RegimeInfo | None],
             reason = sides[s].load_error or "regime not defined for this ref"
             out[s] = RegimeResult(name=name, family="", status=FAILED, reason=reason)
         elif info.skip_reason:
-            out[s] = RegimeResult(name=name, family=info.family, status=SKIPPED,
-                                  reason=info.skip_reason, ops=info.ops)
+            out[s] = RegimeResult(
+                name=name, family=info.family, status=SKIPPED, reason=info.skip_reason, ops=info.ops
+            )
     if not out:
         return {}
     for s in SIDES:
         if s not in out:
             info = infos[s]
             assert info is not None
-            out[s] = RegimeResult(name=name, family=info.family, status=SKIPPED, ops=info.ops,
-                                  reason="not measured: the other ref cannot run it",
-                                  baseline=info.baseline, description=info.description)
+            out[s] = RegimeResult(
+                name=name,
+                family=info.family,
+                status=SKIPPED,
+                ops=info.ops,
+                reason="not measured: the other ref cannot run it",
+                baseline=info.baseline,
+                description=info.description,
+            )
     return out
 
 
 def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> RegimeResult:
     return RegimeResult(
-        name=info.name, family=info.family, status=OK if d.ok else FAILED, ops=info.ops,
-        processes=tuple(d.processes), order=tuple(d.order), reason=d.reason,
-        log_path=str(log), baseline=info.baseline, description=info.description,
-        params=info.params, metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
-        loops=d.loops)
+        name=info.name,
+        family=info.family,
+        status=OK if d.ok else FAILED,
+        ops=info.ops,
+        processes=tuple(d.processes),
+        order=tuple(d.order),
+        reason=d.reason,
+        log_path=str(log),
+        baseline=info.baseline,
+        description=info.description,
+        params=info.params,
+        metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
+        loops=d.loops,
+    )
 
 
-def _save_results(store: SqliteStore, sides: dict[str, _Side], results: dict[str, RegimeResult],
-                  files: dict[str, Path | None]) -> dict[str, RegimeResult]:
+def _save_results(
+    store: SqliteStore,
+    sides: dict[str, _Side],
+    results: dict[str, RegimeResult],
+    files: dict[str, Path | None],
+) -> dict[str, RegimeResult]:
     return {s: store.save_result(sides[s].run.id, results[s], files.get(s)) for s in SIDES}
 
 
-def _assemble(config: Config, sides: dict[str, _Side],
-              measured: dict[str, dict[str, RegimeResult]],
-              settings: CompareSettings) -> Comparison:
+def _assemble(
+    config: Config,
+    sides: dict[str, _Side],
+    measured: dict[str, dict[str, RegimeResult]],
+    settings: CompareSettings,
+) -> Comparison:
     from perfctl import gitrefs, verdicts
     from perfctl.machine import fingerprint
 
-    refs = {s: sides[s].target.ref for s in SIDES}  # type: ignore[attr-defined]
-    rows = verdicts.decide_all(measured, threshold=settings.threshold, alpha=settings.alpha,
-                               seed=settings.schedule.seed)
-    commits = ()
+    refs = {s: sides[s].target.ref for s in SIDES}
+    rows = verdicts.decide_all(
+        measured, threshold=settings.threshold, alpha=settings.alpha, seed=settings.schedule.seed
+    )
+    commits: tuple[RefInfo, ...] = ()
     if refs["base"].sha and refs["head"].sha:
         commits = gitrefs.commits_between(config.root, refs["base"].sha, refs["head"].sha)
     return Comparison(
-        id=new_id(), created=utcnow(), base=refs["base"], head=refs["head"],
-        machine=fingerprint(), regimes=tuple(rows), threshold=settings.threshold,
-        alpha=settings.alpha, commits=commits, base_run=sides["base"].run.id,
+        id=new_id(),
+        created=utcnow(),
+        base=refs["base"],
+        head=refs["head"],
+        machine=fingerprint(),
+        regimes=tuple(rows),
+        threshold=settings.threshold,
+        alpha=settings.alpha,
+        commits=commits,
+        base_run=sides["base"].run.id,
         head_run=sides["head"].run.id,
-        settings={"preset": settings.name, **settings.schedule.__dict__,
-                  "confirm": settings.confirm})
+        settings={
+            "preset": settings.name,
+            **settings.schedule.__dict__,
+            "confirm": settings.confirm,
+        },
+    )
 
 
-def _confirm(config: Config, store: SqliteStore, sides: dict[str, _Side], files: list[Path],
-             c: Comparison, settings: CompareSettings, say: Progress) -> Comparison:
+def _confirm(
+    config: Config,
+    store: SqliteStore,
+    sides: dict[str, _Side],
+    files: list[Path],
+    c: Comparison,
+    settings: CompareSettings,
+    say: Progress,
+) -> Comparison:
     """Re-measure regressed regimes with a fresh seed; keep the regression only if it holds."""
     from perfctl import verdicts
     from perfctl.model import REGRESSED
@@ -249,45 +364,57 @@ def _confirm(config: Config, store: SqliteStore, sides: dict[str, _Side], files:
     if not flagged:
         return c
     again = replace(settings, schedule=replace(settings.schedule, seed=settings.schedule.seed + 1))
-    remeasured = {n: _measure_regime(config, store, sides, files, n, again, say)
-                  for n in flagged}
-    rows = {r.name: r for r in verdicts.decide_all(remeasured, threshold=settings.threshold,
-                                                   alpha=settings.alpha, seed=1)}
+    remeasured = {n: _measure_regime(config, store, sides, files, n, again, say) for n in flagged}
+    rows = {
+        r.name: r
+        for r in verdicts.decide_all(
+            remeasured, threshold=settings.threshold, alpha=settings.alpha, seed=1
+        )
+    }
     out = []
     for r in c.regimes:
         new = rows.get(r.name)
         if new is not None and new.verdict != REGRESSED:
             new = replace(new, reason=f"regression not confirmed on re-measure ({new.verdict})")
         out.append(new or r)
-    return replace(c, regimes=tuple(out), warnings=(*c.warnings, f"re-measured {len(flagged)} "
-                                                    "flagged regime(s) with --confirm"))
-
-
+    return replace(
+        c,
+        regimes=tuple(out),
+        warnings=(*c.warnings, f"re-measured {len(flagged)} flagged regime(s) with --confirm"),
+    )
 
 
 def _latest_run(store: SqliteStore, sha: str, dirty: bool) -> Run | None:
     for run in store.list_runs():  # newest first
-        if run.ref.sha == sha and run.ref.dirty == dirty and run.results and (
-                run.status in ("complete", "failed")):
+        if (
+            run.ref.sha == sha
+            and run.ref.dirty == dirty
+            and run.results
+            and (run.status in ("complete", "failed"))
+        ):
             return run
     return None
 
 
-def compare_from_store(config: Config, base: str, head: str,
-                       settings: CompareSettings | None = None) -> Comparison:
+def compare_from_store(
+    config: Config, base: str, head: str, settings: CompareSettings | None = None
+) -> Comparison:
     """Recompute a comparison from the newest stored runs of both refs (no measuring)."""
     from perfctl import gitrefs, verdicts
     from perfctl.errors import StoreError
 
     settings = settings or DEFAULT
     store = open_store(config.state_dir)
-    refs = {s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head),
-                                                                    strict=True)}
+    refs = {
+        s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head), strict=True)
+    }
     runs = {s: _latest_run(store, refs[s].sha, refs[s].dirty) for s in SIDES}
     for s in SIDES:
         if runs[s] is None:
-            raise StoreError(f"no stored run of {refs[s].ref} ({refs[s].short})",
-                             f"measure it with `perfctl compare {base} {head}` first")
+            raise StoreError(
+                f"no stored run of {refs[s].ref} ({refs[s].short})",
+                f"measure it with `perfctl compare {base} {head}` first",
+            )
     b_run, h_run = runs["base"], runs["head"]
     assert b_run is not None and h_run is not None
     b_res = {r.name: r for r in b_run.results}
@@ -297,32 +424,51 @@ def compare_from_store(config: Config, base: str, head: str,
     rows = verdicts.decide_all(measured, threshold=settings.threshold, alpha=settings.alpha)
     warnings: tuple[str, ...] = ()
     if b_run.machine.id != h_run.machine.id:
-        warnings = (f"base and head were measured on different machines ({b_run.machine.id} "
-                    f"vs {h_run.machine.id}): differences may be the machine's",)
-    c = Comparison(id=new_id(), created=utcnow(), base=b_run.ref, head=h_run.ref,
-                   machine=b_run.machine, head_machine=h_run.machine, regimes=tuple(rows),
-                   threshold=settings.threshold, alpha=settings.alpha, warnings=warnings,
-                   commits=gitrefs.commits_between(config.root, b_run.ref.sha, h_run.ref.sha),
-                   base_run=b_run.id, head_run=h_run.id,
-                   settings={"from_store": True, "preset": settings.name})
+        warnings = (
+            f"base and head were measured on different machines ({b_run.machine.id} "
+            f"vs {h_run.machine.id}): differences may be the machine's",
+        )
+    c = Comparison(
+        id=new_id(),
+        created=utcnow(),
+        base=b_run.ref,
+        head=h_run.ref,
+        machine=b_run.machine,
+        head_machine=h_run.machine,
+        regimes=tuple(rows),
+        threshold=settings.threshold,
+        alpha=settings.alpha,
+        warnings=warnings,
+        commits=gitrefs.commits_between(config.root, b_run.ref.sha, h_run.ref.sha),
+        base_run=b_run.id,
+        head_run=h_run.id,
+        settings={"from_store": True, "preset": settings.name},
+    )
     store.save_comparison(c)
     return c
 
 
-def profile_comparison(config: Config, c: Comparison, which: str,
-                       progress: Callable[[str], None] | None = None) -> Comparison:
+def profile_comparison(
+    config: Config, c: Comparison, which: str, progress: Callable[[str], None] | None = None
+) -> Comparison:
     """py-spy profile the chosen regimes on both refs and link the artefacts."""
     from perfctl import envs, profiling
     from perfctl.model import IMPROVED, REGRESSED
 
-    wanted = {"regressed": (REGRESSED,), "improved": (IMPROVED,),
-              "all": (REGRESSED, IMPROVED)}.get(which, ())
-    chosen = [r for r in c.regimes if r.verdict in wanted or (
-        which == "all" and r.base_status == OK and r.head_status == OK)]
+    wanted = {"regressed": (REGRESSED,), "improved": (IMPROVED,), "all": (REGRESSED, IMPROVED)}.get(
+        which, ()
+    )
+    chosen = [
+        r
+        for r in c.regimes
+        if r.verdict in wanted or (which == "all" and r.base_status == OK and r.head_status == OK)
+    ]
     if not chosen:
         return c
-    targets = [envs.prepare_target(config, ref.ref if ref.ref == "WORKTREE" else ref.sha)
-               for ref in (c.base, c.head)]
+    targets = [
+        envs.prepare_target(config, ref.ref if ref.ref == "WORKTREE" else ref.sha)
+        for ref in (c.base, c.head)
+    ]
     rows = {r.name: r for r in c.regimes}
     for r in chosen:
         if progress:

@@ -28,9 +28,22 @@ from typing import Any
 from perfctl.errors import ConfigError
 
 KNOWN_KEYS = {
-    "regimes", "store", "reports", "build", "dependencies", "install", "pythonpath",
-    "python", "inherit_environ", "subjects", "threshold", "alpha", "plan", "rounds",
-    "time_budget", "ci",
+    "regimes",
+    "store",
+    "reports",
+    "build",
+    "dependencies",
+    "install",
+    "pythonpath",
+    "python",
+    "inherit_environ",
+    "subjects",
+    "threshold",
+    "alpha",
+    "plan",
+    "rounds",
+    "time_budget",
+    "ci",
 }
 PROJECT_MARKERS = ("pyproject.toml", "perfctl.toml", ".git")
 
@@ -91,16 +104,23 @@ def _check_keys(table: dict[str, Any], path: Path | None) -> None:
     for key in table:
         if key not in KNOWN_KEYS:
             close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
-            hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(
-                sorted(KNOWN_KEYS))
+            hint = (
+                f"did you mean `{close[0]}`?"
+                if close
+                else "known keys: " + ", ".join(sorted(KNOWN_KEYS))
+            )
             raise ConfigError(f"{path}: unknown config key `{key}`", hint)
 
 
-def _expect(table: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path | None) -> Any:
+def _expect(
+    table: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path | None
+) -> Any:
     value = table.get(key)
     if value is not None and not isinstance(value, kind):
-        raise ConfigError(f"{path}: `{key}` has the wrong type ({type(value).__name__})",
-                          "see the configuration section of the README")
+        raise ConfigError(
+            f"{path}: `{key}` has the wrong type ({type(value).__name__})",
+            "see the configuration section of the README",
+        )
     return value
 
 

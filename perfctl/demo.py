@@ -25,13 +25,22 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from perfctl.compare import CompareSettings
 from perfctl.errors import UsageError
 from perfctl.interleave import Schedule
 from perfctl.model import IMPROVED, Comparison
 
 Say = Callable[[str], None]
-GIT_IDENTITY = ["-c", "user.name=perfctl demo", "-c", "user.email=demo@perfctl.invalid",
-                "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"]
+GIT_IDENTITY = [
+    "-c",
+    "user.name=perfctl demo",
+    "-c",
+    "user.email=demo@perfctl.invalid",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "tag.gpgsign=false",
+]
 
 
 @dataclass
@@ -48,16 +57,18 @@ class DemoResult:
     missed: list[str] = field(default_factory=list)
 
 
-def demo_settings(quick: bool) -> object:
+def demo_settings(quick: bool) -> CompareSettings:
     """Comparison settings: quick (tests/CI) or the demo's default."""
-    from perfctl.compare import CompareSettings
-
     if quick:
         # 8 rounds: enough for the rank test to clear BH even when the machine is busy.
-        return CompareSettings(schedule=Schedule(rounds=8, max_rounds=8, values=2,
-                                                 min_time=0.01, time_budget=5), name="demo-quick")
-    return CompareSettings(schedule=Schedule(rounds=10, max_rounds=16, values=2, min_time=0.03,
-                                             time_budget=10), name="demo")
+        return CompareSettings(
+            schedule=Schedule(rounds=8, max_rounds=8, values=2, min_time=0.01, time_budget=5),
+            name="demo-quick",
+        )
+    return CompareSettings(
+        schedule=Schedule(rounds=10, max_rounds=16, values=2, min_time=0.03, time_budget=10),
+        name="demo",
+    )
 
 
 def _git(root: Path, *args: str) -> None:
@@ -77,9 +88,13 @@ def write_project(root: Path, say: Say) -> list[str]:
         shutil.copytree(data / phase["dir"], root, dirs_exist_ok=True)
         _git(root, "add", "-A")
         date = f"2026-01-{10 + i:02d}T12:00:00+00:00"
-        subprocess.run(["git", *GIT_IDENTITY, "commit", "-q", "-m", phase["message"],
-                        "--date", date], cwd=root, check=True, capture_output=True,
-                       env={**_env(), "GIT_COMMITTER_DATE": date})
+        subprocess.run(
+            ["git", *GIT_IDENTITY, "commit", "-q", "-m", phase["message"], "--date", date],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            env={**_env(), "GIT_COMMITTER_DATE": date},
+        )
         _git(root, "tag", phase["tag"])
         say(f"committed {phase['tag']}: {phase['message']}")
     return [p["tag"] for p in phases]
@@ -107,18 +122,29 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
     config = load_config(root)
     settings = demo_settings(quick)
     say(f"comparing {tags[0]} → {tags[-1]}")
-    c = compare.compare_refs(config, tags[0], tags[-1], settings=settings,  # type: ignore[arg-type]
-                             progress=say)
+    c = compare.compare_refs(
+        config,
+        tags[0],
+        tags[-1],
+        settings=settings,
+        progress=say,
+    )
     result = DemoResult(root=root, comparison=c)
     best = _most_improved(c)
     if best:
         say(f"profiling {best} on {tags[0]} and {tags[-1]}")
         before, after = (envs.prepare_target(config, t) for t in (tags[0], tags[-1]))
-        diff = profiling.profile_pair(config, best, before, after,
-                                      duration=1.5 if quick else 4.0, log=say)
+        diff = profiling.profile_pair(
+            config, best, before, after, duration=1.5 if quick else 4.0, log=say
+        )
         result.profile = diff.artifacts()
-        c = replace(c, regimes=tuple(replace(r, artifacts={**r.artifacts, **result.profile})
-                                     if r.name == best else r for r in c.regimes))
+        c = replace(
+            c,
+            regimes=tuple(
+                replace(r, artifacts={**r.artifacts, **result.profile}) if r.name == best else r
+                for r in c.regimes
+            ),
+        )
         open_store(config.state_dir).save_comparison(c)
         result.comparison = c
     spec = plan.load_spec(config)
@@ -127,12 +153,19 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         # The first phase is the plan's baseline: it measures the whole suite.
         names = None if i == 0 else [*phase.regimes, *phase.guards]
         result.phases[phase.after] = compare.compare_refs(
-            config, phase.before, phase.after, regimes=names, settings=settings,  # type: ignore[arg-type]
-            progress=say)
+            config,
+            phase.before,
+            phase.after,
+            regimes=names,
+            settings=settings,
+            progress=say,
+        )
     result.report = report.render_comparison(
-        c, project_root=root, out=config.reports_dir / "comparison.html")
-    result.history = report.render_history(open_store(config.state_dir).list_runs(),
-                                           out=config.reports_dir / "history.html")
+        c, project_root=root, out=config.reports_dir / "comparison.html"
+    )
+    result.history = report.render_history(
+        open_store(config.state_dir).list_runs(), out=config.reports_dir / "history.html"
+    )
     plan_path = root / "PLAN.md"
     plan.init_plan(config, plan_path)
     outcome = plan.update_plan(config, plan_path, measure=True, progress=say)

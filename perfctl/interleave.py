@@ -57,26 +57,49 @@ def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, st
     return ("base", "head") if i % 2 == 0 else ("head", "base")
 
 
-def _calibrate(workers: dict[str, runner.Worker], info: RegimeInfo, logs: dict[str, Path],
-               data: dict[str, SideData], deadline: float) -> int:
+def _calibrate(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    logs: dict[str, Path],
+    data: dict[str, SideData],
+    deadline: float,
+) -> int:
     # One loop count for both sides, so each value amortises the same loop overhead.
     for side in SIDES:
-        out = runner.calibrate(workers[side], info, min_time=0.05, log=logs[side],
-                               timeout=deadline - time.monotonic())
+        out = runner.calibrate(
+            workers[side], info, min_time=0.05, log=logs[side], timeout=deadline - time.monotonic()
+        )
         if out.ok:
             return out.loops
         data[side].ok, data[side].reason = False, out.reason
     return 0
 
 
-def _one(workers: dict[str, runner.Worker], info: RegimeInfo, side: str, sched: Schedule,
-         loops: int, tmp: Path, n: int, logs: dict[str, Path], deadline: float,
-         data: SideData) -> None:
+def _one(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    side: str,
+    sched: Schedule,
+    loops: int,
+    tmp: Path,
+    n: int,
+    logs: dict[str, Path],
+    deadline: float,
+    data: SideData,
+) -> None:
     out, metrics = tmp / f"{side}-{n}.json", tmp / f"{side}-metrics.jsonl"
-    res = runner.run_process(workers[side], info, loops=loops, warmups=sched.warmups,
-                             values=sched.values, min_time=sched.min_time, out=out,
-                             metrics=metrics, log=logs[side],
-                             timeout=max(deadline - time.monotonic(), 1.0))
+    res = runner.run_process(
+        workers[side],
+        info,
+        loops=loops,
+        warmups=sched.warmups,
+        values=sched.values,
+        min_time=sched.min_time,
+        out=out,
+        metrics=metrics,
+        log=logs[side],
+        timeout=max(deadline - time.monotonic(), 1.0),
+    )
     if not res.ok:
         data.ok, data.reason = False, res.reason
         return
@@ -85,10 +108,15 @@ def _one(workers: dict[str, runner.Worker], info: RegimeInfo, side: str, sched: 
     data.files.append(out)
 
 
-def measure_pair(workers: dict[str, runner.Worker], info: RegimeInfo, sched: Schedule,
-                 logs: dict[str, Path], tmp: Path,
-                 is_clear: Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool],
-                 progress: Callable[[int], None] | None = None) -> dict[str, SideData]:
+def measure_pair(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    sched: Schedule,
+    logs: dict[str, Path],
+    tmp: Path,
+    is_clear: Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool],
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, SideData]:
     """Measure one regime on both sides, interleaved; stops early once clear."""
     data = {s: SideData() for s in SIDES}
     timeout = info.timeout or runner.DEFAULT_TIMEOUT
@@ -108,8 +136,9 @@ def measure_pair(workers: dict[str, runner.Worker], info: RegimeInfo, sched: Sch
             progress(i + 1)
         if not (data["base"].ok and data["head"].ok):
             break
-        if i + 1 >= sched.rounds and (time.monotonic() > soft_end or is_clear(
-                data["base"].processes, data["head"].processes)):
+        if i + 1 >= sched.rounds and (
+            time.monotonic() > soft_end or is_clear(data["base"].processes, data["head"].processes)
+        ):
             break
     return data
 

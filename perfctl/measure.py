@@ -11,8 +11,8 @@ from pathlib import Path
 
 from perfctl import __version__, discovery, runner
 from perfctl.config import Config
-from perfctl.model import FAILED, OK, SKIPPED, RegimeInfo, RegimeResult, Run
-from perfctl.store import new_id, open_store, utcnow
+from perfctl.model import FAILED, OK, SKIPPED, RefInfo, RegimeInfo, RegimeResult, Run
+from perfctl.store import SqliteStore, new_id, open_store, utcnow
 
 Progress = Callable[[str, int, int], None]
 
@@ -42,31 +42,54 @@ def pyperf_version() -> str:
     return version("pyperf")
 
 
-def new_run(config: Config, ref: object, settings: dict[str, object]) -> Run:
+def new_run(config: Config, ref: RefInfo, settings: dict[str, object]) -> Run:
     """A fresh 'running' Run record with full provenance."""
     from perfctl.machine import fingerprint
 
-    return Run(id=new_id(), project=config.root.name, ref=ref,  # type: ignore[arg-type]
-               machine=fingerprint(), started=utcnow(), settings=settings,
-               python_version=platform.python_version(), perfctl_version=__version__,
-               pyperf_version=pyperf_version())
+    return Run(
+        id=new_id(),
+        project=config.root.name,
+        ref=ref,
+        machine=fingerprint(),
+        started=utcnow(),
+        settings=settings,
+        python_version=platform.python_version(),
+        perfctl_version=__version__,
+        pyperf_version=pyperf_version(),
+    )
 
 
 def skipped(info: RegimeInfo) -> RegimeResult:
     """A result for a regime whose requirements are unmet."""
-    return RegimeResult(name=info.name, family=info.family, status=SKIPPED, ops=info.ops,
-                        reason=info.skip_reason or "", baseline=info.baseline,
-                        description=info.description, params=info.params)
+    return RegimeResult(
+        name=info.name,
+        family=info.family,
+        status=SKIPPED,
+        ops=info.ops,
+        reason=info.skip_reason or "",
+        baseline=info.baseline,
+        description=info.description,
+        params=info.params,
+    )
 
 
 def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeResult:
     """A RegimeResult from a runner Outcome."""
     return RegimeResult(
-        name=info.name, family=info.family, status=OK if outcome.ok else FAILED, ops=info.ops,
-        processes=outcome.processes, order=tuple(range(len(outcome.processes))),
-        reason=outcome.reason, log_path=str(log), baseline=info.baseline,
-        description=info.description, params=info.params, metrics=outcome.metrics or {},
-        loops=outcome.loops)
+        name=info.name,
+        family=info.family,
+        status=OK if outcome.ok else FAILED,
+        ops=info.ops,
+        processes=outcome.processes,
+        order=tuple(range(len(outcome.processes))),
+        reason=outcome.reason,
+        log_path=str(log),
+        baseline=info.baseline,
+        description=info.description,
+        params=info.params,
+        metrics=outcome.metrics or {},
+        loops=outcome.loops,
+    )
 
 
 def run_checkout(config: Config, options: RunOptions, progress: Progress | None = None) -> Run:
@@ -77,8 +100,11 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
     target = envs.current_target(config)
     files = discovery.regime_files(config, options.regimes)
     env = {**target.env, **subjects_env(config, options.subjects)}
-    infos = discovery.select(discovery.probe(target.python, files, cwd=target.cwd, env=env),
-                             options.globs, options.family)
+    infos = discovery.select(
+        discovery.probe(target.python, files, cwd=target.cwd, env=env),
+        options.globs,
+        options.family,
+    )
     worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
     store = open_store(config.state_dir)
     settings = {"precision": options.precision.name, **options.precision.__dict__}
@@ -89,21 +115,27 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
         return store.finish_run(run.id, FAILED if failed else "complete")
 
 
-def _measure_all(store: object, run: Run, worker: runner.Worker, infos: list[RegimeInfo],
-                 precision: runner.Precision, config: Config,
-                 progress: Progress | None) -> bool:
+def _measure_all(
+    store: SqliteStore,
+    run: Run,
+    worker: runner.Worker,
+    infos: list[RegimeInfo],
+    precision: runner.Precision,
+    config: Config,
+    progress: Progress | None,
+) -> bool:
     failed = False
     for i, info in enumerate(infos):
         if progress:
             progress(info.name, i, len(infos))
         if info.skip_reason:
-            store.save_result(run.id, skipped(info), None)  # type: ignore[attr-defined]
+            store.save_result(run.id, skipped(info), None)
             continue
         log = config.state_dir / "logs" / run.id / f"{_slug(info.name)}.log"
         with tempfile.TemporaryDirectory(prefix="perfctl-run-") as tmp:
             outcome = runner.measure(worker, info, precision, log=log, workdir=Path(tmp))
             result = to_result(info, outcome, log)
-            store.save_result(run.id, result, outcome.pyperf_json)  # type: ignore[attr-defined]
+            store.save_result(run.id, result, outcome.pyperf_json)
         failed |= not outcome.ok
     if progress:
         progress("", len(infos), len(infos))

@@ -225,12 +225,12 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
 
 def machine_from_dict(d: dict[str, Any]) -> Machine:
     """Rebuild a Machine."""
-    return _build(Machine, d)  # type: ignore[no-any-return]
+    return _build(Machine, d)
 
 
 def ref_from_dict(d: dict[str, Any]) -> RefInfo:
     """Rebuild a RefInfo."""
-    return _build(RefInfo, d)  # type: ignore[no-any-return]
+    return _build(RefInfo, d)
 
 
 def _tuples(rows: Any) -> tuple[tuple[float, ...], ...]:
@@ -242,7 +242,7 @@ def result_from_dict(d: dict[str, Any]) -> RegimeResult:
     d = dict(d)
     d["processes"] = _tuples(d.get("processes"))
     d["order"] = tuple(d.get("order") or ())
-    return _build(RegimeResult, d)  # type: ignore[no-any-return]
+    return _build(RegimeResult, d)
 
 
 def run_from_dict(d: dict[str, Any]) -> Run:
@@ -251,7 +251,7 @@ def run_from_dict(d: dict[str, Any]) -> Run:
     d["ref"] = ref_from_dict(d["ref"])
     d["machine"] = machine_from_dict(d["machine"])
     d["results"] = tuple(result_from_dict(r) for r in d.get("results", ()))
-    return _build(Run, d)  # type: ignore[no-any-return]
+    return _build(Run, d)
 
 
 def _side(d: dict[str, Any] | None) -> SideStats | None:
@@ -267,7 +267,7 @@ def regime_comparison_from_dict(d: dict[str, Any]) -> RegimeComparison:
         d[key] = _tuples(d.get(key))
     for key in ("base_order", "head_order"):
         d[key] = tuple(d.get(key) or ())
-    return _build(RegimeComparison, d)  # type: ignore[no-any-return]
+    return _build(RegimeComparison, d)
 
 
 def comparison_from_dict(d: dict[str, Any]) -> Comparison:
@@ -281,4 +281,4 @@ def comparison_from_dict(d: dict[str, Any]) -> Comparison:
     d["regimes"] = tuple(regime_comparison_from_dict(r) for r in d.get("regimes", ()))
     d["commits"] = tuple(ref_from_dict(c) for c in d.get("commits", ()))
     d["warnings"] = tuple(d.get("warnings", ()))
-    return _build(Comparison, d)  # type: ignore[no-any-return]
+    return _build(Comparison, d)

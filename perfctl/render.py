@@ -26,8 +26,14 @@ from perfctl.model import (
 )
 
 UNSTABLE_CV = 0.10
-VERDICT_STYLE = {REGRESSED: "bold red", IMPROVED: "bold green", FAILED: "red",
-                 INCONCLUSIVE: "yellow", WITHIN_NOISE: "cyan", SKIPPED: "dim"}
+VERDICT_STYLE = {
+    REGRESSED: "bold red",
+    IMPROVED: "bold green",
+    FAILED: "red",
+    INCONCLUSIVE: "yellow",
+    WITHIN_NOISE: "cyan",
+    SKIPPED: "dim",
+}
 
 
 def esc(text: object) -> str:
@@ -71,8 +77,13 @@ def result_stats(r: RegimeResult) -> dict[str, Any]:
     values = r.values
     cv = pstdev(values) / mean(values) if len(values) > 1 and mean(values) > 0 else 0.0
     med = median(means)
-    return {"median_s": med, "q1_s": q1, "q3_s": q3, "ops_per_s": 1 / med if med else None,
-            "cv": cv}
+    return {
+        "median_s": med,
+        "q1_s": q1,
+        "q3_s": q3,
+        "ops_per_s": 1 / med if med else None,
+        "cv": cv,
+    }
 
 
 def run_rows(run: Run) -> list[dict[str, Any]]:
@@ -86,10 +97,21 @@ def run_rows(run: Run) -> list[dict[str, Any]]:
         warn = ""
         if s["cv"] is not None and s["cv"] > UNSTABLE_CV:
             warn = f"unstable: CV {s['cv'] * 100:.0f}%"
-        rows.append({"regime": r.name, "family": r.family, "status": r.status, **s,
-                     "baseline": r.baseline, "vs_baseline": ratio, "warning": warn,
-                     "reason": r.reason, "metrics": r.metrics,
-                     "processes": len(r.processes), "values": len(r.values)})
+        rows.append(
+            {
+                "regime": r.name,
+                "family": r.family,
+                "status": r.status,
+                **s,
+                "baseline": r.baseline,
+                "vs_baseline": ratio,
+                "warning": warn,
+                "reason": r.reason,
+                "metrics": r.metrics,
+                "processes": len(r.processes),
+                "values": len(r.values),
+            }
+        )
     return rows
 
 
@@ -97,23 +119,37 @@ def format_run_table(run: Run) -> Any:
     """A rich Table of a run's results."""
     from rich.table import Table
 
-    table = Table(title=esc(f"perfctl run {run.id} · {run.ref.ref} {run.ref.short}"),
-                  title_justify="left")
-    for col, just in (("Regime", "left"), ("Time/op", "right"), ("IQR", "right"),
-                      ("ops/s", "right"), ("vs baseline", "right"), ("Notes", "left")):
+    table = Table(
+        title=esc(f"perfctl run {run.id} · {run.ref.ref} {run.ref.short}"), title_justify="left"
+    )
+    for col, just in (
+        ("Regime", "left"),
+        ("Time/op", "right"),
+        ("IQR", "right"),
+        ("ops/s", "right"),
+        ("vs baseline", "right"),
+        ("Notes", "left"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in run_rows(run):
         if row["status"] != "ok":
             style = "red" if row["status"] == FAILED else "dim"
-            table.add_row(esc(row["regime"]), row["status"], "", "", "", esc(row["reason"]),
-                          style=style)
+            table.add_row(
+                esc(row["regime"]), row["status"], "", "", "", esc(row["reason"]), style=style
+            )
             continue
         iqr = f"{fmt_time(row['q1_s'])} – {fmt_time(row['q3_s'])}"
         ops = f"{row['ops_per_s']:,.0f}" if row["ops_per_s"] else "—"
         note = row["warning"] or ", ".join(f"{k}={v:.4g}" for k, v in row["metrics"].items())
-        table.add_row(esc(row["regime"]), fmt_time(row["median_s"]), iqr, ops,
-                      fmt_ratio(row["vs_baseline"]), esc(note),
-                      style="yellow" if row["warning"] else None)
+        table.add_row(
+            esc(row["regime"]),
+            fmt_time(row["median_s"]),
+            iqr,
+            ops,
+            fmt_ratio(row["vs_baseline"]),
+            esc(note),
+            style="yellow" if row["warning"] else None,
+        )
     return table
 
 
@@ -150,20 +186,37 @@ def format_compare_table(c: Comparison) -> Any:
     """A rich Table of a comparison, regressions first, coloured by verdict."""
     from rich.table import Table
 
-    table = Table(title=esc(f"{c.base.ref} ({c.base.short}) → {c.head.ref} ({c.head.short})"
-                            f"   {counts_line(c)}"), title_justify="left")
-    for col, just in (("Regime", "left"), ("Base", "right"), ("Head", "right"),
-                      ("Change [95% CI]", "right"), ("Verdict", "left"),
-                      ("Slowdown b/h", "right")):
+    table = Table(
+        title=esc(
+            f"{c.base.ref} ({c.base.short}) → {c.head.ref} ({c.head.short})   {counts_line(c)}"
+        ),
+        title_justify="left",
+    )
+    for col, just in (
+        ("Regime", "left"),
+        ("Base", "right"),
+        ("Head", "right"),
+        ("Change [95% CI]", "right"),
+        ("Verdict", "left"),
+        ("Slowdown b/h", "right"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in c.sorted_regimes():
         ratio = ""
         if r.base and r.head and (r.base.baseline_ratio or r.head.baseline_ratio):
             ratio = f"{fmt_ratio(r.base.baseline_ratio)} / {fmt_ratio(r.head.baseline_ratio)}"
-        verdict = r.verdict + (f" ({r.reason})" if r.reason and r.verdict in (
-            INCONCLUSIVE, FAILED, SKIPPED) else "")
-        table.add_row(esc(r.name), side_cell(r, "base"), side_cell(r, "head"), change_cell(r),
-                      esc(verdict), ratio, style=VERDICT_STYLE.get(r.verdict))
+        verdict = r.verdict + (
+            f" ({r.reason})" if r.reason and r.verdict in (INCONCLUSIVE, FAILED, SKIPPED) else ""
+        )
+        table.add_row(
+            esc(r.name),
+            side_cell(r, "base"),
+            side_cell(r, "head"),
+            change_cell(r),
+            esc(verdict),
+            ratio,
+            style=VERDICT_STYLE.get(r.verdict),
+        )
     return table
 
 
@@ -177,16 +230,24 @@ def md_escape(text: str) -> str:
 
 def format_compare_markdown(c: Comparison) -> str:
     """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
-    lines = [f"**{md_escape(c.base.ref)}** ({c.base.short}) → **{md_escape(c.head.ref)}** "
-             f"({c.head.short}): {counts_line(c)}", "",
-             "| Regime | Before | After | Change | Verdict |",
-             "| --- | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"**{md_escape(c.base.ref)}** ({c.base.short}) → **{md_escape(c.head.ref)}** "
+        f"({c.head.short}): {counts_line(c)}",
+        "",
+        "| Regime | Before | After | Change | Verdict |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
     for r in c.sorted_regimes():
-        lines.append(f"| {md_escape(r.name)} | {side_cell(r, 'base')} | "
-                     f"{side_cell(r, 'head')} | {change_cell(r)} | {md_escape(r.verdict)} |")
-    lines += ["", f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
-                  f"corrected (α = {c.alpha}), bootstrap 95% CI, noise band ±"
-                  f"{c.threshold * 100:.0f}%._"]
+        lines.append(
+            f"| {md_escape(r.name)} | {side_cell(r, 'base')} | "
+            f"{side_cell(r, 'head')} | {change_cell(r)} | {md_escape(r.verdict)} |"
+        )
+    lines += [
+        "",
+        f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
+        f"corrected (α = {c.alpha}), bootstrap 95% CI, noise band ±"
+        f"{c.threshold * 100:.0f}%._",
+    ]
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
     return "\n".join(lines) + "\n"

@@ -13,14 +13,14 @@ def gpu_reason() -> str | None:
     """None when a CUDA device is usable through CuPy or PyTorch, else why not."""
     if importlib.util.find_spec("cupy") is not None:
         try:
-            import cupy  # type: ignore[import-not-found]
+            import cupy
 
             if cupy.cuda.runtime.getDeviceCount() > 0:
                 return None
         except Exception as exc:  # noqa: BLE001 - any CUDA failure means "no GPU"
             return f"CuPy cannot use a CUDA device ({type(exc).__name__}: {exc})"
     if importlib.util.find_spec("torch") is not None:
-        import torch  # type: ignore[import-not-found]
+        import torch
 
         if torch.cuda.is_available():
             return None

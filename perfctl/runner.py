@@ -46,8 +46,16 @@ class Precision:
 
     def pyperf_args(self) -> list[str]:
         """The matching pyperf command-line options."""
-        return ["-p", str(self.processes), "-n", str(self.values), "-w", str(self.warmups),
-                "--min-time", str(self.min_time)]
+        return [
+            "-p",
+            str(self.processes),
+            "-n",
+            str(self.values),
+            "-w",
+            str(self.warmups),
+            "--min-time",
+            str(self.min_time),
+        ]
 
 
 # pyperf's own presets (see FIELD-NOTES): default 20×(1+3), --fast 10×(1+2),
@@ -86,13 +94,21 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def spawn(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path,
-          timeout: float) -> int | None:
+def spawn(
+    cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path, timeout: float
+) -> int | None:
     """Run argv with output appended to ``log``; None when it timed out."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             return proc.wait(timeout=max(timeout, 0.1))
         except subprocess.TimeoutExpired:
@@ -112,8 +128,14 @@ def worker_env(worker: Worker) -> dict[str, str]:
 
 
 def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[str]:
-    cmd = [str(worker.python), str(BENCH), "--perfctl-regime", regime.name,
-           "--perfctl-files", join_files(worker.files)]
+    cmd = [
+        str(worker.python),
+        str(BENCH),
+        "--perfctl-regime",
+        regime.name,
+        "--perfctl-files",
+        join_files(worker.files),
+    ]
     if metrics is not None:
         cmd += ["--perfctl-metrics", str(metrics)]
     return cmd
@@ -152,29 +174,45 @@ def read_metrics(path: Path) -> dict[str, float]:
     return {k: float(median(row[k] for row in rows if k in row)) for k in keys}
 
 
-def measure(worker: Worker, regime: RegimeInfo, precision: Precision, *, log: Path,
-            workdir: Path) -> Outcome:
+def measure(
+    worker: Worker, regime: RegimeInfo, precision: Precision, *, log: Path, workdir: Path
+) -> Outcome:
     """Measure one regime with pyperf's own master process."""
     out, metrics = workdir / "pyperf.json", workdir / "metrics.jsonl"
     inherit = ",".join(sorted({"PERFCTL_SUBJECTS", "PYTHONPATH", *worker.inherit}))
-    cmd = [*_base_cmd(worker, regime, metrics), *precision.pyperf_args(), "--quiet",
-           "-o", str(out), f"--inherit-environ={inherit}"]
+    cmd = [
+        *_base_cmd(worker, regime, metrics),
+        *precision.pyperf_args(),
+        "--quiet",
+        "-o",
+        str(out),
+        f"--inherit-environ={inherit}",
+    ]
     timeout = regime.timeout or DEFAULT_TIMEOUT
     rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
     if rc != 0 or not out.exists():
         return Outcome(ok=False, reason=_failure(log, rc, timeout))
     procs, loops = read_processes(out)
-    return Outcome(ok=True, processes=procs, loops=loops, pyperf_json=out,
-                   metrics=read_metrics(metrics))
+    return Outcome(
+        ok=True, processes=procs, loops=loops, pyperf_json=out, metrics=read_metrics(metrics)
+    )
 
 
-def calibrate(worker: Worker, regime: RegimeInfo, *, min_time: float, log: Path,
-              timeout: float) -> Outcome:
+def calibrate(
+    worker: Worker, regime: RegimeInfo, *, min_time: float, log: Path, timeout: float
+) -> Outcome:
     """Find pyperf's loop count for a regime in one calibration process."""
     with tempfile.TemporaryDirectory(prefix="perfctl-cal-") as tmp:
         out = Path(tmp) / "cal.json"
-        cmd = [*_base_cmd(worker, regime, None), "--worker", "--calibrate-loops",
-               "--min-time", str(min_time), "-o", str(out)]
+        cmd = [
+            *_base_cmd(worker, regime, None),
+            "--worker",
+            "--calibrate-loops",
+            "--min-time",
+            str(min_time),
+            "-o",
+            str(out),
+        ]
         rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
         if rc != 0 or not out.exists():
             return Outcome(ok=False, reason=_failure(log, rc, timeout))
@@ -184,12 +222,34 @@ def calibrate(worker: Worker, regime: RegimeInfo, *, min_time: float, log: Path,
     return Outcome(ok=True, loops=max(loops, 1))
 
 
-def run_process(worker: Worker, regime: RegimeInfo, *, loops: int, warmups: int, values: int,
-                min_time: float, out: Path, metrics: Path, log: Path,
-                timeout: float) -> Outcome:
+def run_process(
+    worker: Worker,
+    regime: RegimeInfo,
+    *,
+    loops: int,
+    warmups: int,
+    values: int,
+    min_time: float,
+    out: Path,
+    metrics: Path,
+    log: Path,
+    timeout: float,
+) -> Outcome:
     """One pyperf worker process with a fixed loop count."""
-    cmd = [*_base_cmd(worker, regime, metrics), "--worker", "-l", str(loops), "-w",
-           str(warmups), "-n", str(values), "--min-time", str(min_time), "-o", str(out)]
+    cmd = [
+        *_base_cmd(worker, regime, metrics),
+        "--worker",
+        "-l",
+        str(loops),
+        "-w",
+        str(warmups),
+        "-n",
+        str(values),
+        "--min-time",
+        str(min_time),
+        "-o",
+        str(out),
+    ]
     started = time.monotonic()
     rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
     if rc != 0 or not out.exists():

@@ -102,7 +102,9 @@ class Store(Protocol):
     root: Path
 
     def begin_run(self, run: Run) -> None: ...
-    def save_result(self, run_id: str, result: RegimeResult, pyperf_json: Path | None) -> RegimeResult: ...
+    def save_result(
+        self, run_id: str, result: RegimeResult, pyperf_json: Path | None
+    ) -> RegimeResult: ...
     def finish_run(self, run_id: str, status: str) -> Run: ...
     def load_run(self, run_id: str) -> Run: ...
     def list_runs(self) -> list[Run]: ...
@@ -128,15 +130,19 @@ class SqliteStore:
         try:
             conn = sqlite3.connect(self._db_path, timeout=30)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {self._db_path}: {exc}",
-                             "check permissions, or delete it: it is rebuilt from JSON") from exc
+            raise StoreError(
+                f"cannot open {self._db_path}: {exc}",
+                "check permissions, or delete it: it is rebuilt from JSON",
+            ) from exc
         try:
             conn.executescript(SCHEMA)
             with conn:  # one transaction: committed whole or not at all
                 yield conn
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"the store index {self._db_path} is unreadable: {exc}",
-                             "delete it; `perfctl runs` rebuilds it from the JSON files") from exc
+            raise StoreError(
+                f"the store index {self._db_path} is unreadable: {exc}",
+                "delete it; `perfctl runs` rebuilds it from the JSON files",
+            ) from exc
         finally:
             conn.close()
 
@@ -148,13 +154,21 @@ class SqliteStore:
         return self._run_dir(run_id) / "pyperf" / f"{slug(regime)}.json"
 
     def _write_run(self, run: Run) -> None:
-        atomic_write_text(self._run_dir(run.id) / "run.json",
-                          json.dumps(to_dict(run), indent=1, sort_keys=True))
+        atomic_write_text(
+            self._run_dir(run.id) / "run.json", json.dumps(to_dict(run), indent=1, sort_keys=True)
+        )
         with self._db() as db:
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                (run.id, run.started, run.status, run.ref.ref, run.ref.sha,
-                 int(run.ref.dirty), run.machine.id),
+                (
+                    run.id,
+                    run.started,
+                    run.status,
+                    run.ref.ref,
+                    run.ref.sha,
+                    int(run.ref.dirty),
+                    run.machine.id,
+                ),
             )
 
     # -- runs ---------------------------------------------------------------
@@ -162,7 +176,9 @@ class SqliteStore:
         """Record a new run (status 'running') before anything is measured."""
         self._write_run(run)
 
-    def save_result(self, run_id: str, result: RegimeResult, pyperf_json: Path | None) -> RegimeResult:
+    def save_result(
+        self, run_id: str, result: RegimeResult, pyperf_json: Path | None
+    ) -> RegimeResult:
         """Add (or replace) one regime's result; called after every regime."""
         run = self.load_run(run_id)
         if pyperf_json is not None and pyperf_json.exists():
@@ -172,8 +188,10 @@ class SqliteStore:
         others = tuple(r for r in run.results if r.name != result.name)
         self._write_run(replace(run, results=(*others, result)))
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO results VALUES (?,?,?,?)",
-                       (run_id, result.name, result.status, result.pyperf_file))
+            db.execute(
+                "INSERT OR REPLACE INTO results VALUES (?,?,?,?)",
+                (run_id, result.name, result.status, result.pyperf_file),
+            )
         return result
 
     def finish_run(self, run_id: str, status: str) -> Run:
@@ -201,9 +219,10 @@ class SqliteStore:
         path = self.root / "comparisons" / f"{comparison.id}.json"
         atomic_write_text(path, json.dumps(to_dict(comparison), indent=1, sort_keys=True))
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)",
-                       (comparison.id, comparison.created, comparison.base.sha,
-                        comparison.head.sha))
+            db.execute(
+                "INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)",
+                (comparison.id, comparison.created, comparison.base.sha, comparison.head.sha),
+            )
 
     def load_comparison(self, cid: str) -> Comparison:
         """Load a comparison by id or unique prefix."""
@@ -219,15 +238,17 @@ class SqliteStore:
         """The newest comparison."""
         ids = self._ids("comparisons")
         if not ids:
-            raise StoreError("no comparison is stored yet",
-                             "run `perfctl compare BASE HEAD` first")
+            raise StoreError("no comparison is stored yet", "run `perfctl compare BASE HEAD` first")
         return self.list_comparisons()[0]
 
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None:
         """The newest comparison of exactly these two commits, if any."""
         for c in self.list_comparisons():
-            if c.base.sha == base_sha and c.head.sha == head_sha and not (
-                    c.base.dirty or c.head.dirty):
+            if (
+                c.base.sha == base_sha
+                and c.head.sha == head_sha
+                and not (c.base.dirty or c.head.dirty)
+            ):
                 return c
         return None
 
@@ -249,17 +270,23 @@ class SqliteStore:
             return matches[0]
         noun = kind[:-1]
         if matches:
-            raise StoreError(f"{noun} id `{ident}` is ambiguous ({len(matches)} match)",
-                             "give more characters of the id")
-        raise StoreError(f"unknown {noun} id `{ident}`",
-                         f"list them with `perfctl {'runs' if kind == 'runs' else 'compare --list'}`")
+            raise StoreError(
+                f"{noun} id `{ident}` is ambiguous ({len(matches)} match)",
+                "give more characters of the id",
+            )
+        raise StoreError(
+            f"unknown {noun} id `{ident}`",
+            f"list them with `perfctl {'runs' if kind == 'runs' else 'compare --list'}`",
+        )
 
     @staticmethod
     def _read_json(path: Path) -> Any:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot read {path}: {exc}", "the file is damaged; remove it") from exc
+            raise StoreError(
+                f"cannot read {path}: {exc}", "the file is damaged; remove it"
+            ) from exc
 
     def remove_all(self) -> int:
         """Delete every stored run and comparison; returns how many were removed."""

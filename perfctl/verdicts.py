@@ -8,12 +8,14 @@ test per regime, Benjamini–Hochberg across the regimes, then verdicts.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from perfctl.model import FAILED, OK, SKIPPED, RegimeComparison, RegimeResult, SideStats
 
 
-def _baseline_median(results: Mapping[str, Mapping[str, RegimeResult]], side: str,
-                     baseline: str | None, seed: int) -> float | None:
+def _baseline_median(
+    results: Mapping[str, Mapping[str, RegimeResult]], side: str, baseline: str | None, seed: int
+) -> float | None:
     from perfctl import stats
 
     other = results.get(baseline or "", {}).get(side)
@@ -22,8 +24,9 @@ def _baseline_median(results: Mapping[str, Mapping[str, RegimeResult]], side: st
     return stats.summarize(other.processes, seed=seed).median_s
 
 
-def _side_stats(results: Mapping[str, Mapping[str, RegimeResult]], name: str, side: str,
-                seed: int) -> SideStats | None:
+def _side_stats(
+    results: Mapping[str, Mapping[str, RegimeResult]], name: str, side: str, seed: int
+) -> SideStats | None:
     from perfctl import stats
 
     r = results[name][side]
@@ -33,18 +36,26 @@ def _side_stats(results: Mapping[str, Mapping[str, RegimeResult]], name: str, si
     return stats.summarize(r.processes, baseline_median=base_med, seed=seed)
 
 
-def _unmeasured(name: str, b: RegimeResult, h: RegimeResult, common: dict[str, object]) -> RegimeComparison:
+def _unmeasured(
+    name: str, b: RegimeResult, h: RegimeResult, common: dict[str, Any]
+) -> RegimeComparison:
     failed = [(s, r) for s, r in (("base", b), ("head", h)) if r.status == FAILED]
     if failed:
         reason = "; ".join(f"{s}: {r.reason}" for s, r in failed)
-        return RegimeComparison(name=name, verdict=FAILED, reason=reason, **common)  # type: ignore[arg-type]
+        return RegimeComparison(name=name, verdict=FAILED, reason=reason, **common)
     skipped = [r.reason for r in (b, h) if r.status == SKIPPED and r.reason]
-    return RegimeComparison(name=name, verdict=SKIPPED, reason=skipped[0] if skipped else "",
-                            **common)  # type: ignore[arg-type]
+    return RegimeComparison(
+        name=name, verdict=SKIPPED, reason=skipped[0] if skipped else "", **common
+    )
 
 
-def decide_all(results: Mapping[str, Mapping[str, RegimeResult]], *, threshold: float,
-               alpha: float, seed: int = 0) -> list[RegimeComparison]:
+def decide_all(
+    results: Mapping[str, Mapping[str, RegimeResult]],
+    *,
+    threshold: float,
+    alpha: float,
+    seed: int = 0,
+) -> list[RegimeComparison]:
     """One RegimeComparison per regime, with BH-adjusted p-values and verdicts."""
     from perfctl import stats
 
@@ -52,28 +63,50 @@ def decide_all(results: Mapping[str, Mapping[str, RegimeResult]], *, threshold: 
     tested: dict[str, stats.Change] = {}
     for name, sides in results.items():
         b, h = sides["base"], sides["head"]
-        common: dict[str, object] = dict(
-            family=b.family or h.family, description=b.description or h.description,
-            base_status=b.status, head_status=h.status, base_values=b.processes,
-            head_values=h.processes, base_order=b.order, head_order=h.order,
-            baseline=b.baseline or h.baseline, metrics_base=b.metrics, metrics_head=h.metrics,
+        common: dict[str, Any] = dict(
+            family=b.family or h.family,
+            description=b.description or h.description,
+            base_status=b.status,
+            head_status=h.status,
+            base_values=b.processes,
+            head_values=h.processes,
+            base_order=b.order,
+            head_order=h.order,
+            baseline=b.baseline or h.baseline,
+            metrics_base=b.metrics,
+            metrics_head=h.metrics,
             base=_side_stats(results, name, "base", seed),
-            head=_side_stats(results, name, "head", seed))
+            head=_side_stats(results, name, "head", seed),
+        )
         if b.status != OK or h.status != OK or not b.processes or not h.processes:
             rows[name] = _unmeasured(name, b, h, common)
             continue
         tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
-        rows[name] = RegimeComparison(name=name, verdict="", **common)  # type: ignore[arg-type]
-    adjusted = dict(zip(tested, stats.benjamini_hochberg([c.p_value for c in tested.values()]),
-                        strict=True))
+        rows[name] = RegimeComparison(name=name, verdict="", **common)
+    adjusted = dict(
+        zip(tested, stats.benjamini_hochberg([c.p_value for c in tested.values()]), strict=True)
+    )
     for name, change in tested.items():
         row = rows[name]
         assert row.base is not None and row.head is not None
-        verdict, reason = stats.decide(change, adjusted[name], threshold=threshold, alpha=alpha,
-                                       base_cv=row.base.cv, head_cv=row.head.cv)
+        verdict, reason = stats.decide(
+            change,
+            adjusted[name],
+            threshold=threshold,
+            alpha=alpha,
+            base_cv=row.base.cv,
+            head_cv=row.head.cv,
+        )
         from dataclasses import replace
 
-        rows[name] = replace(row, verdict=verdict, reason=reason, change=change.change,
-                             ci_low=change.ci_low, ci_high=change.ci_high,
-                             p_value=change.p_value, p_adjusted=adjusted[name])
+        rows[name] = replace(
+            row,
+            verdict=verdict,
+            reason=reason,
+            change=change.change,
+            ci_low=change.ci_low,
+            ci_high=change.ci_high,
+            p_value=change.p_value,
+            p_adjusted=adjusted[name],
+        )
     return list(rows.values())

@@ -29,8 +29,9 @@ class GitRepo:
     def git(self, *args: str) -> str:
         """Run git in the repo and return its stdout."""
         env = {**os.environ, **GIT_ENV, "HOME": str(self.path.parent)}
-        out = subprocess.run(["git", *args], cwd=self.path, env=env, check=True,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", *args], cwd=self.path, env=env, check=True, capture_output=True, text=True
+        )
         return out.stdout.strip()
 
     def write(self, rel: str, text: str) -> Path:
@@ -68,13 +69,20 @@ def git_repo(tmp_path: Path) -> GitRepo:
     return repo
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
-            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run the real `perfctl` CLI as a subprocess (python -m perfctl)."""
     full_env = {**os.environ, **GIT_ENV, **(env or {})}
     full_env.pop("PYTHONPATH", None) if env is None or "PYTHONPATH" not in env else None
-    return subprocess.run([sys.executable, "-m", "perfctl", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "perfctl", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

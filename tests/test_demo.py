@@ -17,9 +17,13 @@ GOLDEN = Path(__file__).parent / "golden" / "demo_structure.txt"
 def structure(root: Path) -> str:
     """The demo's written files and PLAN.md's headings/markers, numbers stripped."""
     files = sorted(
-        str(p.relative_to(root)) for p in root.rglob("*")
-        if p.is_file() and not {".git", ".perfctl", "__pycache__"} & set(p.parts)
-        and "egg-info" not in str(p) and "/build/" not in f"/{p.relative_to(root)}")
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file()
+        and not {".git", ".perfctl", "__pycache__"} & set(p.parts)
+        and "egg-info" not in str(p)
+        and "/build/" not in f"/{p.relative_to(root)}"
+    )
     plan = (root / "PLAN.md").read_text(encoding="utf-8").splitlines()
     outline = [ln for ln in plan if ln.startswith("#") or ln.startswith("<!-- perfctl:")]
     outline = [re.sub(r"[0-9a-f]{40}|\d+=[0-9a-f]+", "…", ln) for ln in outline]
@@ -60,5 +64,6 @@ def run_git(root: Path, *args: str) -> str:
     """git's stdout in the demo repo."""
     import subprocess
 
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
+    ).stdout

@@ -80,7 +80,8 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     root.mkdir()
     (root / "pyproject.toml").write_text(
-        '[project]\nname = "demo"\nversion = "0"\n\n[tool.perfctl]\nregimes = ["bench.py"]\n')
+        '[project]\nname = "demo"\nversion = "0"\n\n[tool.perfctl]\nregimes = ["bench.py"]\n'
+    )
     (root / "bench.py").write_text(REGIMES)
     return root
 
@@ -89,8 +90,13 @@ def test_list_expands_params_and_reports_skips(project: Path) -> None:
     proc = run_cli("list", "--format", "json", cwd=project)
     assert proc.returncode == 0, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
-    assert set(rows) == {"work[n=10]", "work[n=1000]", "direct[n=10]", "direct[n=1000]",
-                         "needs_missing"}
+    assert set(rows) == {
+        "work[n=10]",
+        "work[n=1000]",
+        "direct[n=10]",
+        "direct[n=1000]",
+        "needs_missing",
+    }
     assert rows["work[n=10]"]["baseline"] == "direct[n=10]"
     assert rows["work[n=10]"]["ops"] == 100
     assert rows["work[n=10]"]["description"] == "Sum a range, a hundred times per call."
@@ -105,8 +111,9 @@ def test_list_table_and_family_filter(project: Path) -> None:
 
 
 def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
-    proc = run_cli("run", "--regime", "work*", "--regime", "direct*", *QUICK, "--format",
-                   "json", cwd=project)
+    proc = run_cli(
+        "run", "--regime", "work*", "--regime", "direct*", *QUICK, "--format", "json", cwd=project
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     rows = {r["regime"]: r for r in out["rows"]}
@@ -123,8 +130,9 @@ def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
     state = project / ".perfctl"
     files = sorted((state / "runs" / run["id"] / "pyperf").glob("*.json"))
     assert len(files) == 4
-    stats = subprocess.run([sys.executable, "-m", "pyperf", "stats", str(files[0])],
-                           capture_output=True, text=True)
+    stats = subprocess.run(
+        [sys.executable, "-m", "pyperf", "stats", str(files[0])], capture_output=True, text=True
+    )
     assert stats.returncode == 0 and "Median" in stats.stdout
     listing = run_cli("runs", "--format", "json", cwd=project)
     assert json.loads(listing.stdout)[0]["id"] == run["id"]
@@ -152,17 +160,25 @@ def test_failures_are_isolated(project: Path) -> None:
 
 
 def test_sigkill_midway_leaves_a_consistent_store(project: Path) -> None:
-    slow = REGIMES + '''
+    slow = (
+        REGIMES
+        + '''
 @regime(family="slow", params={"i": list(range(6))})
 def slow(i):
     """Slow enough to be killed midway."""
     return lambda: time.sleep(0.002)
 '''
+    )
     (project / "bench.py").write_text(slow)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "run", "--regime", "slow*",
-                             *QUICK], cwd=project, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfctl", "run", "--regime", "slow*", *QUICK],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     runs_dir = project / ".perfctl" / "runs"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -191,16 +207,25 @@ def slow(i):
     ("args", "setup", "message", "hint"),
     [
         (["run", "--regime", "nope*"], None, "Error: no regime matches `nope*`", "Hint:"),
-        (["list", "--regimes", "missing.py"], None,
-         "Error: regimes file `missing.py` does not exist", "Hint: check the path"),
+        (
+            ["list", "--regimes", "missing.py"],
+            None,
+            "Error: regimes file `missing.py` does not exist",
+            "Hint: check the path",
+        ),
         (["list"], "badkey", "Error: ", "Hint: did you mean `regimes`?"),
         (["list", "--regimes", "syntax.py"], "syntax", "syntax.py:3: SyntaxError", "Hint:"),
-        (["list", "--regimes", "imports.py"], "imports", "imports.py:2: ModuleNotFoundError",
-         "Hint:"),
+        (
+            ["list", "--regimes", "imports.py"],
+            "imports",
+            "imports.py:2: ModuleNotFoundError",
+            "Hint:",
+        ),
     ],
 )
-def test_cli_error_texts(project: Path, args: list[str], setup: str | None, message: str,
-                         hint: str) -> None:
+def test_cli_error_texts(
+    project: Path, args: list[str], setup: str | None, message: str, hint: str
+) -> None:
     if setup == "badkey":
         (project / "pyproject.toml").write_text('[tool.perfctl]\nregimez = ["bench.py"]\n')
     if setup == "syntax":

@@ -12,7 +12,9 @@ import sys
 if sys.path and sys.path[0].endswith("_workers"):
     del sys.path[0]
 
+import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -21,11 +23,11 @@ import pyperf  # noqa: E402
 from perfctl import loader  # noqa: E402
 
 
-def _forward(cmd: list[str], args: object) -> None:
-    cmd.extend(["--perfctl-regime", getattr(args, "perfctl_regime")])
-    cmd.extend(["--perfctl-files", getattr(args, "perfctl_files")])
-    if getattr(args, "perfctl_metrics", None):
-        cmd.extend(["--perfctl-metrics", getattr(args, "perfctl_metrics")])
+def _forward(cmd: list[str], args: argparse.Namespace) -> None:
+    cmd.extend(["--perfctl-regime", args.perfctl_regime])
+    cmd.extend(["--perfctl-files", args.perfctl_files])
+    if args.perfctl_metrics:
+        cmd.extend(["--perfctl-metrics", args.perfctl_metrics])
 
 
 def _record_metrics(path: str | None, instance: loader.Instance) -> None:
@@ -45,8 +47,7 @@ def main() -> None:
     runner.argparser.add_argument("--perfctl-metrics", default=None)
     args = runner.parse_args()
     name = args.perfctl_regime
-    defs = loader.load_files([Path(p) for p in args.perfctl_files.split(sys.platform == "win32"
-                                                                        and ";" or ":")])
+    defs = loader.load_files([Path(p) for p in args.perfctl_files.split(os.pathsep)])
     defn, kwargs = loader.find(defs, name)
     if not args.worker:
         # pyperf's master process only spawns workers; never set the regime up here.

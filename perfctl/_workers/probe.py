@@ -28,13 +28,24 @@ def main(argv: list[str]) -> int:
     for d in defs:
         skip = requirements.unmet(d.requires)
         for full, kwargs in d.expand():
-            out.append({
-                "name": full, "family": d.family, "params": {k: repr(v) if not isinstance(
-                    v, (int, float, str, bool)) else v for k, v in kwargs.items()},
-                "ops": d.ops, "baseline": d.baseline_for(kwargs), "requires": list(d.requires),
-                "description": d.description, "source": d.source, "tags": list(d.tags),
-                "timeout": d.timeout, "skip_reason": skip,
-            })
+            out.append(
+                {
+                    "name": full,
+                    "family": d.family,
+                    "params": {
+                        k: repr(v) if not isinstance(v, (int, float, str, bool)) else v
+                        for k, v in kwargs.items()
+                    },
+                    "ops": d.ops,
+                    "baseline": d.baseline_for(kwargs),
+                    "requires": list(d.requires),
+                    "description": d.description,
+                    "source": d.source,
+                    "tags": list(d.tags),
+                    "timeout": d.timeout,
+                    "skip_reason": skip,
+                }
+            )
     print(json.dumps({"regimes": out}))
     return 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -22,7 +22,7 @@ PUBLISH = "Publish"
 MANAGE = "Manage"
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """Output formats for data commands."""
 
     table = "table"
@@ -30,7 +30,7 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
-class TableOrJson(str, Enum):
+class TableOrJson(StrEnum):
     """Formats for listing commands."""
 
     table = "table"

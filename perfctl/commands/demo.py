@@ -36,8 +36,12 @@ def _phase_lines(result: object) -> list[tuple[str, str, str, str]]:
 
 @guarded
 def demo_cmd(
-    directory: Annotated[Path | None, typer.Argument(help="Where to write the project (default: a new temp dir).")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Reduced settings (used by the tests): ~1–2 min.")] = False,
+    directory: Annotated[
+        Path | None, typer.Argument(help="Where to write the project (default: a new temp dir).")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Reduced settings (used by the tests): ~1–2 min.")
+    ] = False,
 ) -> None:
     """Run the whole loop on a bundled project with a real optimization history.
 
@@ -55,6 +59,7 @@ def demo_cmd(
 
     err = Console(stderr=True)
     with err.status("perfctl demo") as status:
+
         def say(msg: str) -> None:
             status.update(render.esc(msg))
             if msg.startswith(("committed", "comparing", "profiling", "measuring")):
@@ -76,8 +81,10 @@ def demo_cmd(
     for key, path in sorted(result.profile.items()):
         out.print(f"  {key}: {path}")
     out.print(f"  plan:        {result.plan}")
-    out.print(f"  comparison:  {result.comparison.id} (perfctl -C {result.root} report "
-              f"{result.comparison.id})")
+    out.print(
+        f"  comparison:  {result.comparison.id} (perfctl -C {result.root} report "
+        f"{result.comparison.id})"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -18,11 +18,15 @@ from perfctl.commands._common import (
     out_console,
 )
 from perfctl.errors import UsageError
+from perfctl.runner import Precision
 
 RegimesOpt = Annotated[
     list[str] | None,
-    typer.Option("--regimes", help="Regimes file or directory (repeatable); `builtin` or "
-                 "`builtin:FAMILY` for the bundled suite. Default: [tool.perfctl] regimes."),
+    typer.Option(
+        "--regimes",
+        help="Regimes file or directory (repeatable); `builtin` or "
+        "`builtin:FAMILY` for the bundled suite. Default: [tool.perfctl] regimes.",
+    ),
 ]
 GlobOpt = Annotated[
     list[str] | None,
@@ -30,8 +34,11 @@ GlobOpt = Annotated[
 ]
 LockWaitOpt = Annotated[
     float,
-    typer.Option("--lock-wait", min=0, help="Seconds to wait for another perfctl process "
-                 "holding the project lock."),
+    typer.Option(
+        "--lock-wait",
+        min=0,
+        help="Seconds to wait for another perfctl process holding the project lock.",
+    ),
 ]
 SubjectOpt = Annotated[
     list[str] | None,
@@ -45,14 +52,17 @@ def parse_subjects(values: list[str] | None) -> tuple[tuple[str, str], ...]:
     for v in values or []:
         family, sep, path = v.partition("=")
         if not sep or ":" not in path or not family:
-            raise UsageError(f"--subject `{v}` is not FAMILY=module:factory",
-                             "example: --subject ipc=mypkg.bridge:make_bridge")
+            raise UsageError(
+                f"--subject `{v}` is not FAMILY=module:factory",
+                "example: --subject ipc=mypkg.bridge:make_bridge",
+            )
         out.append((family.strip(), path.strip()))
     return tuple(out)
 
 
-def precision_for(fast: bool, rigorous: bool, processes: int | None, values: int | None,
-                  min_time: float | None) -> object:
+def precision_for(
+    fast: bool, rigorous: bool, processes: int | None, values: int | None, min_time: float | None
+) -> Precision:
     """The runner Precision chosen by the flags."""
     from dataclasses import replace
 
@@ -61,15 +71,21 @@ def precision_for(fast: bool, rigorous: bool, processes: int | None, values: int
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
     base = runner.FAST if fast else runner.RIGOROUS if rigorous else runner.DEFAULT
-    return replace(base, processes=processes or base.processes, values=values or base.values,
-                   min_time=min_time or base.min_time)
+    return replace(
+        base,
+        processes=processes or base.processes,
+        values=values or base.values,
+        min_time=min_time or base.min_time,
+    )
 
 
 @guarded
 def list_cmd(
     regimes: RegimesOpt = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
-    fmt: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
     project: ProjectOpt = None,
 ) -> None:
     """List regimes: name, family, params, ops, baseline, requires, description.
@@ -85,12 +101,12 @@ def list_cmd(
     config = load_config(project)
     target = current_target(config)
     files = discovery.regime_files(config, regimes or [])
-    infos = discovery.select(discovery.probe(target.python, files, cwd=target.cwd,
-                                             env=target.env), [], family)
+    infos = discovery.select(
+        discovery.probe(target.python, files, cwd=target.cwd, env=target.env), [], family
+    )
     if fmt == TableOrJson.json:
         emit(json.dumps([asdict(i) for i in infos], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     from perfctl.render import esc
@@ -100,9 +116,10 @@ def list_cmd(
         table.add_column(col)
     for i in infos:
         req = ", ".join(i.requires) + (f" (skip: {i.skip_reason})" if i.skip_reason else "")
-        table.add_row(*(esc(x) for x in (i.name, i.family, i.ops, i.baseline or "", req,
-                                          i.description)),
-                      style="dim" if i.skip_reason else None)
+        table.add_row(
+            *(esc(x) for x in (i.name, i.family, i.ops, i.baseline or "", req, i.description)),
+            style="dim" if i.skip_reason else None,
+        )
     out_console().print(table)
 
 
@@ -111,14 +128,25 @@ def run_cmd(
     regimes: RegimesOpt = None,
     regime: GlobOpt = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
-    fast: Annotated[bool, typer.Option("--fast", help="pyperf --fast: 10 processes × 2 values.")] = False,
+    fast: Annotated[
+        bool, typer.Option("--fast", help="pyperf --fast: 10 processes × 2 values.")
+    ] = False,
     rigorous: Annotated[bool, typer.Option("--rigorous", help="40 processes × 3 values.")] = False,
-    processes: Annotated[int | None, typer.Option("--processes", min=1, help="Override the number of worker processes.")] = None,
-    values: Annotated[int | None, typer.Option("--values", min=1, help="Override values per process.")] = None,
-    min_time: Annotated[float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option("--processes", min=1, help="Override the number of worker processes."),
+    ] = None,
+    values: Annotated[
+        int | None, typer.Option("--values", min=1, help="Override values per process.")
+    ] = None,
+    min_time: Annotated[
+        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+    ] = None,
     subject: SubjectOpt = None,
     lock_wait: LockWaitOpt = 600.0,
-    fmt: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
     project: ProjectOpt = None,
 ) -> None:
     """Measure the current checkout: every regime in isolated pyperf processes.
@@ -132,11 +160,17 @@ def run_cmd(
     from perfctl.measure import RunOptions, run_checkout
 
     config = load_config(project)
-    opts = RunOptions(regimes=tuple(regimes or ()), globs=tuple(regime or ()), family=family,
-                      precision=precision_for(fast, rigorous, processes, values, min_time),  # type: ignore[arg-type]
-                      subjects=parse_subjects(subject), lock_wait=lock_wait)
+    opts = RunOptions(
+        regimes=tuple(regimes or ()),
+        globs=tuple(regime or ()),
+        family=family,
+        precision=precision_for(fast, rigorous, processes, values, min_time),
+        subjects=parse_subjects(subject),
+        lock_wait=lock_wait,
+    )
     err = Console(stderr=True)
     with err.status("measuring") as status:
+
         def progress(name: str, i: int, n: int) -> None:
             status.update(f"[{i + 1}/{n}] {name}" if name else "done")
 
@@ -150,13 +184,17 @@ def run_cmd(
         failed = [r.name for r in run.results if r.status == "failed"]
         from perfctl.errors import RegimeFailed
 
-        raise RegimeFailed(f"{len(failed)} regime(s) failed: {', '.join(failed)}",
-                           "see the log path in the table; the other results were stored")
+        raise RegimeFailed(
+            f"{len(failed)} regime(s) failed: {', '.join(failed)}",
+            "see the log path in the table; the other results were stored",
+        )
 
 
 @guarded
 def runs_cmd(
-    fmt: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
     project: ProjectOpt = None,
 ) -> None:
     """List stored runs (newest first).
@@ -169,12 +207,26 @@ def runs_cmd(
     config = load_config(project)
     runs = open_store(config.state_dir).list_runs()
     if fmt == TableOrJson.json:
-        emit(json.dumps([{"id": r.id, "ref": r.ref.ref, "sha": r.ref.sha, "dirty": r.ref.dirty,
-                          "started": r.started, "finished": r.finished, "status": r.status,
-                          "machine": r.machine.id, "regimes": len(r.results)} for r in runs],
-                        indent=2))
+        emit(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "ref": r.ref.ref,
+                        "sha": r.ref.sha,
+                        "dirty": r.ref.dirty,
+                        "started": r.started,
+                        "finished": r.finished,
+                        "status": r.status,
+                        "machine": r.machine.id,
+                        "regimes": len(r.results),
+                    }
+                    for r in runs
+                ],
+                indent=2,
+            )
+        )
         return
-    from rich.console import Console
     from rich.table import Table
 
     from perfctl.render import esc
@@ -183,16 +235,32 @@ def runs_cmd(
     for col in ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"):
         table.add_column(col)
     for r in runs:
-        table.add_row(*(esc(x) for x in (r.id, r.ref.ref, r.ref.short, r.started, r.status,
-                                          len(r.results), r.machine.id)))
+        table.add_row(
+            *(
+                esc(x)
+                for x in (
+                    r.id,
+                    r.ref.ref,
+                    r.ref.short,
+                    r.started,
+                    r.status,
+                    len(r.results),
+                    r.machine.id,
+                )
+            )
+        )
     out_console().print(table)
 
 
 @guarded
 def clean_cmd(
-    worktrees: Annotated[bool, typer.Option("--worktrees", help="Remove perfctl's git worktrees.")] = False,
+    worktrees: Annotated[
+        bool, typer.Option("--worktrees", help="Remove perfctl's git worktrees.")
+    ] = False,
     envs: Annotated[bool, typer.Option("--envs", help="Remove the per-ref environments.")] = False,
-    results: Annotated[bool, typer.Option("--results", help="Remove stored runs and comparisons.")] = False,
+    results: Annotated[
+        bool, typer.Option("--results", help="Remove stored runs and comparisons.")
+    ] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Remove what perfctl made (all three kinds when no flag is given).

@@ -211,12 +211,12 @@ def ci_cmd(
     Example: perfctl ci --fail-on-regression --artifacts reports/ci
     """
     from perfctl.ci import CiOptions, run_ci
-    from perfctl.commands.compare import Order, _settings
+    from perfctl.compare import settings_for
     from perfctl.config import load_config
 
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
-    settings = _settings(
+    settings = settings_for(
         fast=fast,
         rigorous=rigorous,
         rounds=rounds,
@@ -226,7 +226,7 @@ def ci_cmd(
         time_budget=time_budget,
         threshold=threshold if threshold is not None else config.threshold,
         alpha=alpha if alpha is not None else config.alpha,
-        order=Order.abba,
+        order="abba",
         seed=0,
         confirm=confirm,
         regimes=tuple(regimes or ()),
