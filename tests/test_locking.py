@@ -1,0 +1,114 @@
+"""The project lock against real holder processes (flock, SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from perfctl.errors import EXIT_FAILURE, LockTimeout
+from perfctl.locking import project_lock, read_owner
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from perfctl.locking import project_lock
+
+    with project_lock(Path(sys.argv[1]), what="perfctl compare main HEAD"):
+        print("locked", flush=True)
+        time.sleep(float(sys.argv[2]))
+""")
+
+
+def start_holder(state: Path, hold: float) -> subprocess.Popen[str]:
+    """A real process that takes the lock, says so, and holds it ``hold`` seconds."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(state), str(hold)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "locked\n"
+    return proc
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """Kill the holder if it still runs, reap it and close its pipe."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    proc = start_holder(tmp_path / ".perfctl", 60)
+    yield proc
+    stop(proc)
+
+
+def test_lock_creates_state_dir_ignored_by_git(tmp_path: Path) -> None:
+    state = tmp_path / "deep" / ".perfctl"
+    with project_lock(state, what="test"):
+        owner = read_owner(state / "lock")
+        assert (owner["pid"], owner["what"]) == (os.getpid(), "test")
+    assert (state / ".gitignore").read_text().endswith("*\n")
+    assert read_owner(state / "lock") == {}
+
+
+def test_lock_is_reentrant_within_a_process(tmp_path: Path) -> None:
+    state = tmp_path / ".perfctl"
+    with project_lock(state, wait=0), project_lock(state, wait=0), project_lock(state, wait=0):
+        pass
+    with project_lock(state, wait=0):
+        pass
+
+
+def test_held_lock_times_out_naming_the_holder(tmp_path: Path, holder, capsys) -> None:
+    started = time.monotonic()
+    with pytest.raises(LockTimeout) as info:
+        with project_lock(tmp_path / ".perfctl", wait=0.5):
+            pytest.fail("must not get the lock")
+    assert 0.4 < time.monotonic() - started < 5
+    err = info.value
+    assert f"pid {holder.pid} (perfctl compare main HEAD)" in err.message
+    assert f"wait for pid {holder.pid}" in err.hint and "`--lock-wait SECONDS`" in err.hint
+    assert err.exit_code == EXIT_FAILURE == 3
+    waiting = capsys.readouterr().err
+    assert "waiting up to 0.5 s for the project lock" in waiting
+    assert f"pid {holder.pid}" in waiting
+
+
+def test_no_wait_fails_at_once(tmp_path: Path, holder) -> None:
+    started = time.monotonic()
+    with pytest.raises(LockTimeout):
+        with project_lock(tmp_path / ".perfctl", wait=0):
+            pass
+    assert time.monotonic() - started < 1
+
+
+def test_waits_until_the_holder_finishes(tmp_path: Path, capsys) -> None:
+    proc = start_holder(tmp_path / ".perfctl", 0.5)
+    started = time.monotonic()
+    with project_lock(tmp_path / ".perfctl", wait=30, what="second"):
+        # We got in only once the holder let go, not before and not much later.
+        assert 0.3 < time.monotonic() - started < 10
+        assert read_owner(tmp_path / ".perfctl" / "lock")["what"] == "second"
+    stop(proc)
+    assert f"held by pid {proc.pid}" in capsys.readouterr().err
+
+
+def test_sigkilled_holder_releases_the_lock(tmp_path: Path, holder) -> None:
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    # The lock file still names the dead holder, but flock died with it.
+    assert read_owner(tmp_path / ".perfctl" / "lock")["pid"] == holder.pid
+    started = time.monotonic()
+    with project_lock(tmp_path / ".perfctl", wait=0):
+        assert read_owner(tmp_path / ".perfctl" / "lock")["pid"] == os.getpid()
+    assert time.monotonic() - started < 1
