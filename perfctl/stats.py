@@ -1,0 +1,357 @@
+"""The decision procedure of ``perfctl compare``, and change points for history.
+
+Why it looks like this (see docs/readme-stats.md for the user-facing story):
+
+* **The process is the unit of replication.** Values inside one worker process
+  share its memory layout, hash seed and CPU placement, so they are not
+  independent; pooling them (as pyperf's t-test and asv do) understates the
+  noise and produces the A/A false alarms recorded in FIELD-NOTES. Every test
+  here first reduces each process to one number, the mean of its values.
+* **Base and head run interleaved (ABBA)**, so slow drift of the machine hits
+  both sides alike and cancels instead of masquerading as a change.
+* **Two-step verdict, as criterion.rs does**: a rank test says whether there is
+  any difference at all (Mann-Whitney U, Benjamini-Hochberg-corrected across
+  regimes); the bootstrap confidence interval of the relative change of medians
+  then has to lie wholly beyond the noise band before we call it a change.
+* **Noise gets its own verdict.** When nothing is significant and either side
+  is too noisy, "no change" would be a claim we cannot back; we say
+  "inconclusive", which warns and never fails a build. A noisy side must also
+  reach alpha/5 to be significant, because a band dwarfed by the noise no
+  longer filters out chance results.
+* **Sequential sampling** stops once :func:`is_clear`, with a guard against the
+  optimism of looking after every round.
+
+The rates these choices give (A/A false verdicts, power) are simulated in
+tests/test_stats.py and tabled in docs/readme-stats.md.
+
+Every figure is a relative change ``head/base - 1`` of medians, so a slower
+head is a positive change (regressed). numpy and scipy are imported at module
+top: only ``compare`` imports this module, never the CLI at start-up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from scipy import stats as sps
+
+from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE, SideStats
+
+Processes = Sequence[Sequence[float]]
+
+# 5,000 resamples keep the Monte-Carlo jitter of the CI ends small next to
+# their width, while 60x60 processes still compare in ~15 ms.
+RESAMPLES = 5000
+
+# A side noisier than max_cv must reach alpha / 5 to count as significant.
+NOISY_ALPHA_DIVISOR = 5.0
+
+# Early stopping judges "beyond the band" on the CI widened by this factor,
+# z(0.9975)/z(0.975): a 95% interval becomes ~99.5%, a Pocock-style level for
+# the ~20 looks a 10->30 round schedule takes.
+LOOK_WIDENING = 1.43
+
+# Log-scale noise below 0.1% is below what any benchmark resolves; without a
+# floor a noise-free series would make every rounding error a change point.
+_SIGMA_FLOOR = 1e-3
+
+# Default change-point penalty, in units of the noise variance times ln(n).
+# Calibrated by simulation (Gaussian and t4 noise): flat series get a false
+# change point in <= 5% of cases at 6 points and ~0% from 50; a mid-series
+# 4-sigma step is found ~80% of the time in 10 points and ~99% from 20.
+_PENALTY_PER_LOG_N = 5.0
+
+# E|d| over the smallest 80% of |d| for d ~ N(0, 2 sigma^2), in units of sigma:
+# sqrt(2) * 2 * (pdf(0) - pdf(ppf(0.9))) / 0.8.
+_TRIMMED_ABS_DIFF = math.sqrt(2.0) * 0.55861
+
+_CLIP_SIGMAS = 4.0
+
+
+@dataclass(frozen=True)
+class Change:
+    """Relative change of head against base (head/base - 1 of the medians).
+
+    ``ci_low``/``ci_high`` bound the change by bootstrap; ``p_value`` is the raw
+    two-sided Mann-Whitney U p-value. ``n_base``/``n_head`` are the process
+    counts (None when unknown, e.g. rebuilt from an old record).
+    """
+
+    change: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n_base: int | None = None
+    n_head: int | None = None
+
+
+def process_means(processes: Processes) -> np.ndarray:
+    """One number per worker process: the mean of its values (empty ones dropped)."""
+    # A process with no values (it crashed before its first value) says
+    # nothing about speed; dropping it keeps the others usable.
+    return np.array([math.fsum(p) / len(p) for p in processes if len(p) > 0], dtype=float)
+
+
+def _means_of(processes: Processes, side: str) -> np.ndarray:
+    means = process_means(processes)
+    if means.size == 0:
+        raise ValueError(f"{side}: no process produced a value")
+    return means
+
+
+def _bootstrap_medians(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    # One (resamples, n) index matrix: vectorised, no Python loop per resample.
+    idx = rng.integers(0, x.size, size=(resamples, x.size))
+    return np.median(x[idx], axis=1)
+
+
+def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(draws, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def _cv(x: np.ndarray) -> float:
+    # One process cannot show spread; 0.0 keeps records JSON-clean, and the
+    # n_min rule of decide() refuses such sides anyway.
+    if x.size < 2:
+        return 0.0
+    return float(np.std(x, ddof=1) / np.mean(x))
+
+
+def summarize(
+    processes: Processes, *, baseline_median: float | None = None, seed: int = 0
+) -> SideStats:
+    """Median, IQR, bootstrap 95% CI of the median and CV of the process means."""
+    x = _means_of(processes, "summarize")
+    boot = _bootstrap_medians(x, np.random.default_rng(seed), RESAMPLES)
+    ci_low, ci_high = _percentile_interval(boot, 0.95)
+    q1, median, q3 = (float(q) for q in np.quantile(x, [0.25, 0.5, 0.75]))
+    ratio = median / baseline_median if baseline_median else None
+    return SideStats(median, q1, q3, ci_low, ci_high, _cv(x), int(x.size), ratio)
+
+
+def _mann_whitney(base: np.ndarray, head: np.ndarray) -> float:
+    # Rank-based, so one pathological process cannot drive the p-value; scipy's
+    # "auto" uses the exact distribution for small samples without ties.
+    p = float(sps.mannwhitneyu(base, head, alternative="two-sided", method="auto").pvalue)
+    return 1.0 if math.isnan(p) else p
+
+
+def compare_sides(
+    base_processes: Processes,
+    head_processes: Processes,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Change:
+    """Relative change of medians with a bootstrap CI and a Mann-Whitney p-value."""
+    base = _means_of(base_processes, "base")
+    head = _means_of(head_processes, "head")
+    rng = np.random.default_rng(seed)
+    # Each side is resampled on its own: the sides are independent samples,
+    # and pairing processes would invent a structure the schedule lacks.
+    draws = _bootstrap_medians(head, rng, RESAMPLES) / _bootstrap_medians(base, rng, RESAMPLES)
+    low, high = _percentile_interval(draws - 1.0, confidence)
+    change = float(np.median(head) / np.median(base) - 1.0)
+    return Change(change, low, high, _mann_whitney(base, head), int(base.size), int(head.size))
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values, in input order (NaN stays NaN)."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.size, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="stable")]
+    scaled = p[order] * order.size / np.arange(1, order.size + 1)
+    # Step-up: each adjusted p is the smallest scaled p at its rank or above.
+    out[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return [float(v) for v in out]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _band(threshold: float) -> str:
+    return f"{threshold * 100:g}%"
+
+
+def _interval(change: Change) -> str:
+    return f"{_pct(change.change)} [{_pct(change.ci_low)}, {_pct(change.ci_high)}]"
+
+
+def _too_few(change: Change, n_min: int) -> str | None:
+    counts = {"base": change.n_base, "head": change.n_head}
+    if all(n is None or n >= n_min for n in counts.values()):
+        return None
+    shown = ", ".join(f"{side} {n}" for side, n in counts.items())
+    return f"too few processes: {shown} (need at least {n_min} per side)"
+
+
+def _too_noisy(base_cv: float, head_cv: float, max_cv: float) -> str | None:
+    sides = (("base", base_cv), ("head", head_cv))
+    noisy = [f"{side} CV {cv * 100:.0f}%" for side, cv in sides if cv > max_cv]
+    return f"too noisy: {', '.join(noisy)} (limit {max_cv * 100:g}%)" if noisy else None
+
+
+def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[str, str]:
+    where = f"{_interval(change)} beyond the {_band(threshold)} noise band"
+    if change.ci_low > threshold:
+        return REGRESSED, f"slower: {where} (adjusted p={p_adjusted:.2g})"
+    if change.ci_high < -threshold:
+        return IMPROVED, f"faster: {where} (adjusted p={p_adjusted:.2g})"
+    band = f"{_band(threshold)} noise band"
+    return WITHIN_NOISE, f"significant but within the {band} ({_interval(change)})"
+
+
+def _not_significant(
+    change: Change, p_adjusted: float, threshold: float, noisy: str | None
+) -> tuple[str, str]:
+    if noisy:
+        return INCONCLUSIVE, f"{noisy}; adjusted p={p_adjusted:.2g}"
+    if change.ci_low > threshold or change.ci_high < -threshold:
+        # Too few processes for the rank test to reach alpha (3 vs 3 never
+        # can); calling that "no change" would hide a likely change.
+        return INCONCLUSIVE, (
+            f"{_interval(change)} lies beyond the {_band(threshold)} noise band but is not "
+            f"significant (adjusted p={p_adjusted:.2g}); run more processes"
+        )
+    return NO_CHANGE, f"no change detected ({_interval(change)}, adjusted p={p_adjusted:.2g})"
+
+
+def decide(
+    change: Change,
+    p_adjusted: float,
+    *,
+    threshold: float,
+    alpha: float,
+    base_cv: float,
+    head_cv: float,
+    max_cv: float = 0.10,
+    n_min: int = 3,
+) -> tuple[str, str]:
+    """The (verdict, reason) for one regime; see the module and README for the rules.
+
+    - Too few processes on a side: INCONCLUSIVE; a CV or a rank test from two
+      processes is meaningless.
+    - ``p_adjusted < alpha`` and the CI wholly beyond +threshold (-threshold):
+      REGRESSED (IMPROVED). Both steps are needed: significance alone flags
+      0.3% shifts nobody can act on, the band alone trusts a lucky interval.
+    - Significant otherwise: WITHIN_NOISE (real but smaller than the band, or
+      straddling its edge).
+    - A side's CV above ``max_cv``: significance needs ``alpha / 5``, because
+      noise that dwarfs the band leaves the test alone to stop false alarms;
+      short of that, INCONCLUSIVE ("too noisy"), as a missing signal in that
+      much noise is no evidence of absence.
+    - Not significant yet the CI wholly beyond the band: INCONCLUSIVE.
+    - Otherwise NO_CHANGE.
+    """
+    few = _too_few(change, n_min)
+    if few:
+        return INCONCLUSIVE, few
+    noisy = _too_noisy(base_cv, head_cv, max_cv)
+    # When noise dwarfs the band, the band stops filtering chance results and
+    # the test alone decides; a stricter level keeps A/A false verdicts <= 1%.
+    level = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
+    if p_adjusted < level:
+        return _significant(change, p_adjusted, threshold)
+    return _not_significant(change, p_adjusted, threshold, noisy)
+
+
+def is_clear(change: Change, *, threshold: float, alpha: float = 0.05, n_min: int = 3) -> bool:
+    """Whether more rounds would not change the answer, so sampling can stop.
+
+    True once the CI lies wholly inside the noise band, or wholly beyond it
+    with a raw p below ``alpha`` (a small sample can look confident before the
+    rank test can reach significance). "Beyond" uses the CI widened by
+    ``LOOK_WIDENING``: the runner looks after every round, and stopping at the
+    first lucky look would double the A/A false verdicts (simulated 10->30
+    rounds, CV 5-8%: 1.5-2.8% plain, <= 1% widened). "Inside" needs no guard;
+    stopping there cannot produce a regression.
+    """
+    if any(n is not None and n < n_min for n in (change.n_base, change.n_head)):
+        return False
+    if -threshold < change.ci_low and change.ci_high < threshold:
+        return True
+    low = change.change - LOOK_WIDENING * (change.change - change.ci_low)
+    high = change.change + LOOK_WIDENING * (change.ci_high - change.change)
+    return (low > threshold or high < -threshold) and change.p_value < alpha
+
+
+def _noise_sigma(y: np.ndarray) -> float:
+    # Successive differences cancel the level, so a shift moves one difference
+    # only; dropping the largest 20% removes it, and a trimmed mean is far
+    # steadier than the MAD on the 5-20 points a history often has.
+    d = np.sort(np.abs(np.diff(y)))
+    kept = d[: max(1, math.ceil(0.8 * d.size))]
+    return max(float(kept.mean()) / _TRIMMED_ABS_DIFF, _SIGMA_FLOOR)
+
+
+def _clip_outliers(y: np.ndarray, sigma: float) -> np.ndarray:
+    # One bad run (a busy CI host) must not become a two-point "segment": clip
+    # to 4 sigma around a running median of 5, which follows real steps.
+    half = 2
+    windows = sliding_window_view(np.pad(y, half, mode="edge"), 2 * half + 1)
+    centre = np.median(windows, axis=1)
+    return np.clip(y, centre - _CLIP_SIGMAS * sigma, centre + _CLIP_SIGMAS * sigma)
+
+
+def _segment_costs(s1: np.ndarray, s2: np.ndarray, starts: np.ndarray, end: int) -> np.ndarray:
+    # Sum of squared deviations from the segment mean, from prefix sums.
+    n = end - starts
+    total = s1[end] - s1[starts]
+    return s2[end] - s2[starts] - total * total / n
+
+
+def _optimal_partition(y: np.ndarray, min_size: int, beta: float) -> list[int]:
+    # Exact penalised segmentation (the search PELT prunes); O(n^2) but
+    # vectorised per end point, and history series are short.
+    s1 = np.concatenate(([0.0], np.cumsum(y)))
+    s2 = np.concatenate(([0.0], np.cumsum(y * y)))
+    best = np.full(y.size + 1, np.inf)
+    best[0] = -beta
+    last = np.zeros(y.size + 1, dtype=int)
+    for end in range(min_size, y.size + 1):
+        starts = np.arange(0, end - min_size + 1)
+        costs = best[starts] + _segment_costs(s1, s2, starts, end) + beta
+        k = int(np.argmin(costs))
+        last[end], best[end] = starts[k], costs[k]
+    return _backtrack(last)
+
+
+def _backtrack(last: np.ndarray) -> list[int]:
+    points: list[int] = []
+    end = last.size - 1
+    while end > 0:
+        end = int(last[end])
+        points.append(end)
+    return sorted(p for p in points if p > 0)
+
+
+def change_points(
+    medians: Sequence[float], *, min_size: int = 2, penalty: float | None = None
+) -> list[int]:
+    """Indices where a level shift starts in a time series of medians.
+
+    Optimal partitioning of the log medians under squared error, each extra
+    segment costing ``penalty`` times the noise variance (robustly estimated);
+    ``penalty`` defaults to 5 ln(n). Points beyond 4 sigma of a running median
+    are clipped first, so single bad runs do not mark shifts. Logs make a 5%
+    step the same size at 1 µs and at 1 s; scaling by the noise makes the
+    penalty unit-free.
+    """
+    values = np.asarray(medians, dtype=float)
+    if np.any(values <= 0) or not np.all(np.isfinite(values)):
+        raise ValueError("change_points needs positive, finite medians")
+    if values.size < 2 * max(min_size, 1):
+        return []
+    y = np.log(values)
+    y = y - y.mean()  # centring keeps the prefix sums of squares accurate
+    sigma = _noise_sigma(y)
+    scale = _PENALTY_PER_LOG_N * math.log(y.size) if penalty is None else penalty
+    return _optimal_partition(_clip_outliers(y, sigma), max(min_size, 1), scale * sigma**2)
