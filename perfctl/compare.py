@@ -133,9 +133,12 @@ def compare_refs(
         store = open_store(config.state_dir)
         files = _regime_files(config, settings)
         sides = _prepare(config, base, head, files, settings, say)
+        key = _resume_key(sides, files, settings)
+        done = _attach_runs(config, store, sides, key, settings, say)
         names = _selected(sides, settings)
         measured = {
-            n: _measure_regime(config, store, sides, files, n, settings, say) for n in names
+            n: done.get(n) or _measure_regime(config, store, sides, files, n, settings, say)
+            for n in names
         }
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
@@ -143,7 +146,47 @@ def compare_refs(
         for s in sides.values():
             store.finish_run(s.run.id, "complete")
         store.save_comparison(comparison)
+        if key:
+            store.clear_pending(key)
     return comparison
+
+
+def _resume_key(sides: dict[str, _Side], files: list[Path], settings: CompareSettings) -> str:
+    """Identifies an interrupted comparison of the same commits, files and settings."""
+    import hashlib
+    import json
+
+    refs = [sides[s].target.ref for s in SIDES]
+    if any(r.dirty or not r.sha for r in refs):
+        return ""  # uncommitted edits may have changed since: never resume those
+    blob = json.dumps([[r.sha for r in refs], [str(f) for f in files], repr(settings)])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _attach_runs(
+    config: Config,
+    store: SqliteStore,
+    sides: dict[str, _Side],
+    key: str,
+    settings: CompareSettings,
+    say: Progress,
+) -> dict[str, dict[str, RegimeResult]]:
+    """Continue the runs of an interrupted comparison, or begin new ones."""
+    prior = store.pending(key) if key else None
+    if prior is None:
+        for side in SIDES:
+            run = new_run(config, sides[side].target.ref, {"compare": settings.name, "side": side})
+            store.begin_run(run)
+            sides[side].run = run
+        if key:
+            store.mark_pending(key, {s: sides[s].run.id for s in SIDES})
+        return {}
+    for side in SIDES:
+        sides[side].run = prior[side]
+    results = {s: {r.name: r for r in prior[s].results} for s in SIDES}
+    done = {n: {s: results[s][n] for s in SIDES} for n in results["base"] if n in results["head"]}
+    say(f"resuming an interrupted comparison: {len(done)} regime(s) already measured")
+    return done
 
 
 def _prepare(
@@ -163,9 +206,7 @@ def _prepare(
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
         infos, error = _probe(target, files)
-        run = new_run(config, target.ref, {"compare": settings.name, "side": side})
-        open_store(config.state_dir).begin_run(run)
-        out[side] = _Side(target, run, infos, error)
+        out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
 

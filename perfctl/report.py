@@ -83,7 +83,7 @@ def write_report(
         runs = store.list_runs()
         if not runs:
             raise StoreError(
-                "no stored runs to chart", "run `perfctl measure` or `perfctl compare` first"
+                "no stored runs to chart", "run `perfctl run` or `perfctl compare` first"
             )
         target = out or config.reports_dir / "history.html"
         return render_history(runs, out=target, template_dir=template_dir, plotly_js=js)

@@ -276,7 +276,7 @@ class SqliteStore:
             )
         raise StoreError(
             f"unknown {noun} id `{ident}`",
-            f"list them with `perfctl {'runs' if kind == 'runs' else 'compare --list'}`",
+            f"list them with `perfctl {kind}`",
         )
 
     @staticmethod
@@ -288,10 +288,32 @@ class SqliteStore:
                 f"cannot read {path}: {exc}", "the file is damaged; remove it"
             ) from exc
 
+    # -- interrupted comparisons ---------------------------------------------
+    def mark_pending(self, key: str, run_ids: dict[str, str]) -> None:
+        """Remember the runs of a comparison in progress, so a re-run can resume it."""
+        atomic_write_text(self.root / "pending" / f"{key}.json", json.dumps(run_ids))
+
+    def pending(self, key: str) -> dict[str, Run] | None:
+        """The runs of an interrupted comparison with this key, if still resumable."""
+        path = self.root / "pending" / f"{key}.json"
+        if not path.is_file():
+            return None
+        try:
+            ids = json.loads(path.read_text(encoding="utf-8"))
+            runs = {side: self.load_run(rid) for side, rid in ids.items()}
+        except (ValueError, StoreError):
+            return None
+        return runs if all(r.status == "running" for r in runs.values()) else None
+
+    def clear_pending(self, key: str) -> None:
+        """Forget a comparison in progress (it finished)."""
+        with contextlib.suppress(OSError):
+            (self.root / "pending" / f"{key}.json").unlink()
+
     def remove_all(self) -> int:
         """Delete every stored run and comparison; returns how many were removed."""
         n = len(self._ids("runs")) + len(self._ids("comparisons"))
-        for kind in ("runs", "comparisons"):
+        for kind in ("runs", "comparisons", "pending"):
             shutil.rmtree(self.root / kind, ignore_errors=True)
         with contextlib.suppress(OSError):
             self._db_path.unlink()

@@ -255,11 +255,19 @@ def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    time.sleep(4)
+    # Kill it once the first regime is stored on both sides (SIGKILL: no cleanup at all).
+    runs_dir = repo.path / ".perfctl" / "runs"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        fresh = [p for p in runs_dir.glob("*/run.json") if '"running"' in p.read_text()]
+        if len(fresh) == 2 and all('"results": [\n' in p.read_text() for p in fresh):
+            break
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     again = run_cli("compare", "c2", "c3", *FAST, "--format", "json", cwd=repo.path)
     assert again.returncode == 0, again.stderr
+    assert "resuming an interrupted comparison: 1 regime(s) already measured" in again.stderr
     assert verdicts(again)["work"]["verdict"] == "regressed"
     runs = json.loads(run_cli("runs", "--format", "json", cwd=repo.path).stdout)
     assert all(r["status"] in ("complete", "running") for r in runs)

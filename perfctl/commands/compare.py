@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -137,7 +137,7 @@ def compare_cmd(
                 base,
                 head,
                 settings=settings,
-                progress=lambda m: status.update(m),
+                progress=lambda m: _progress(err, status, m),
             )
     if profile is not None:
         c = compare.profile_comparison(config, c, profile.value, progress=err.print)
@@ -156,6 +156,15 @@ def compare_cmd(
             err.print(f"[yellow]Warning: {w}[/yellow]")
         err.print(f"stored as comparison {c.id}")
     _exit_code(c, fail_on_regression)
+
+
+def _progress(err: Any, status: Any, message: str) -> None:
+    """Spinner text for progress; lasting lines for what the user should know."""
+    from perfctl.render import esc
+
+    status.update(esc(message))
+    if message.startswith(("resuming", "building")):
+        err.print(esc(message))
 
 
 def _exit_code(c: Comparison, fail_on_regression: bool) -> None:

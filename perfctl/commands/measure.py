@@ -253,6 +253,61 @@ def runs_cmd(
 
 
 @guarded
+def comparisons_cmd(
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
+    project: ProjectOpt = None,
+) -> None:
+    """List stored comparisons (newest first), for report/comment/plan.
+
+    Example: perfctl comparisons --format json
+    """
+    from perfctl.config import load_config
+    from perfctl.render import counts_line, esc
+    from perfctl.store import open_store
+
+    config = load_config(project)
+    found = open_store(config.state_dir).list_comparisons()
+    if fmt == TableOrJson.json:
+        rows = [
+            {
+                "id": c.id,
+                "created": c.created,
+                "base": c.base.ref,
+                "base_sha": c.base.sha,
+                "head": c.head.ref,
+                "head_sha": c.head.sha,
+                "counts": c.counts(),
+            }
+            for c in found
+        ]
+        emit(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(
+        title=esc(f"{len(found)} comparisons in {config.state_dir}"), title_justify="left"
+    )
+    for col in ("Comparison", "Created", "Base", "Head", "Verdicts"):
+        table.add_column(col)
+    for c in found:
+        table.add_row(
+            *(
+                esc(x)
+                for x in (
+                    c.id,
+                    c.created,
+                    f"{c.base.ref} {c.base.short}",
+                    f"{c.head.ref} {c.head.short}",
+                    counts_line(c),
+                )
+            )
+        )
+    out_console().print(table)
+
+
+@guarded
 def clean_cmd(
     worktrees: Annotated[
         bool, typer.Option("--worktrees", help="Remove perfctl's git worktrees.")
@@ -291,6 +346,7 @@ def register(app: typer.Typer) -> None:
     app.command("list", rich_help_panel=MEASURE)(list_cmd)
     app.command("run", rich_help_panel=MEASURE)(run_cmd)
     app.command("runs", rich_help_panel=MANAGE)(runs_cmd)
+    app.command("comparisons", rich_help_panel=MANAGE)(comparisons_cmd)
     app.command("clean", rich_help_panel=MANAGE)(clean_cmd)
 
 
