@@ -5,8 +5,13 @@ regimes files joined by ``os.pathsep``. py-spy starts this script as its child,
 and py-spy's exit code cannot be trusted, so the worker writes its own status
 file (atomically, on every exit path it controls)::
 
-    {"ok": bool, "ops": int, "calls": int, "elapsed_s": float,
-     "interrupted": bool, "pid": int, "error": str | null}
+    {"ok": bool, "ops": int, "calls": int, "elapsed_s": float, "cpu_s": float,
+     "wait_s": float, "interrupted": bool, "pid": int, "error": str | null}
+
+``elapsed_s`` is the loop's wall time, ``cpu_s`` this process's CPU time over
+the loop (threads included, children not) and ``wait_s`` the time the looping
+thread sat runnable while the machine ran something else (0 where the kernel
+does not tell).
 
 ``error`` holds the traceback when the regime fails. SIGINT (sent by perfctl to
 stop early) ends the loop cleanly: the status is still written, marked
@@ -30,12 +35,21 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 
-def perfctl_profile_loop(run: Callable[[], Any], duration: float) -> tuple[int, float, bool]:
-    """Call ``run`` until ``duration`` seconds have passed: (calls, elapsed_s, interrupted)."""
+def _waited_s() -> float:
+    """Seconds this thread sat runnable, waiting for a CPU (Linux schedstat; else 0)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def perfctl_profile_loop(run: Callable[[], Any], duration: float) -> dict[str, Any]:
+    """Call ``run`` for ``duration`` seconds; the loop's counts and times."""
     calls = 0
     interrupted = False
     clock = time.perf_counter
-    start = clock()
+    cpu, waited, start = time.process_time(), _waited_s(), clock()
     deadline = start + duration
     try:
         while True:
@@ -46,7 +60,14 @@ def perfctl_profile_loop(run: Callable[[], Any], duration: float) -> tuple[int, 
     except KeyboardInterrupt:
         # perfctl asked to stop early: keep what was measured so far.
         interrupted = True
-    return calls, clock() - start, interrupted
+    elapsed = clock() - start
+    return {
+        "calls": calls,
+        "elapsed_s": elapsed,
+        "cpu_s": time.process_time() - cpu,
+        "wait_s": _waited_s() - waited,
+        "interrupted": interrupted,
+    }
 
 
 def _write_status(path: str, status: dict[str, Any]) -> None:
@@ -65,18 +86,26 @@ def _profile(files: str, name: str, duration: float) -> dict[str, Any]:
     except KeyError:
         raise LookupError(f"no regime named {name!r} in {files}") from None
     with loader.open_regime(defn, kwargs) as instance:
-        calls, elapsed, interrupted = perfctl_profile_loop(instance.run, duration)
-    return {
-        "ok": calls > 0, "ops": calls * defn.ops, "calls": calls, "elapsed_s": elapsed,
-        "interrupted": interrupted, "error": None if calls else "interrupted before one call",
-    }
+        loop = perfctl_profile_loop(instance.run, duration)
+    ok = loop["calls"] > 0
+    error = None if ok else "interrupted before one call"
+    return {**loop, "ok": ok, "ops": loop["calls"] * defn.ops, "error": error}
 
 
 def main(argv: list[str]) -> int:
     """Profile-loop the regime named in argv and write the status file."""
     files, name, duration, status_path = argv
-    status: dict[str, Any] = {"ok": False, "ops": 0, "calls": 0, "elapsed_s": 0.0,
-                              "interrupted": False, "pid": os.getpid(), "error": None}
+    status: dict[str, Any] = {
+        "ok": False,
+        "ops": 0,
+        "calls": 0,
+        "elapsed_s": 0.0,
+        "cpu_s": 0.0,
+        "wait_s": 0.0,
+        "interrupted": False,
+        "pid": os.getpid(),
+        "error": None,
+    }
     try:
         status.update(_profile(files, name, float(duration)))
     except BaseException:  # noqa: BLE001 - any failure, even SystemExit, is the regime's

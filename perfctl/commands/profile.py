@@ -13,6 +13,7 @@ from perfctl.commands._common import ANALYSE, ProjectOpt, TableOrJson, emit, gua
 from perfctl.commands.measure import RegimesOpt
 
 if TYPE_CHECKING:
+    from perfctl.config import Config
     from perfctl.profiling import DiffResult, ProfileResult
 
 
@@ -122,9 +123,9 @@ def profile_cmd(
     <reports>/profiles/<regime>/<ref>/ and their paths are printed. Profiled
     timings are not measurements: use `perfctl compare` for those.
 
-    Example: perfctl profile echo[size=64] --vs main --duration 3
+    Example: perfctl profile callback.call_soon --regimes builtin --vs main --duration 3
     """
-    from perfctl import profiling, pyspy
+    from perfctl import pyspy
     from perfctl.config import load_config
 
     config = load_config(project)
@@ -139,18 +140,45 @@ def profile_cmd(
         regimes=tuple(regimes or ()),
         log=_say,
     )
-    after = profiling.resolve_target(config, ref, log=_say)
-    if vs is None:
-        result = profiling.profile_regime(config, regime, after, **options)
-        _warn(result.summary.warnings)
-        if fmt == TableOrJson.json:
-            from perfctl.profile_records import summary_to_dict
-
-            emit(json.dumps(summary_to_dict(result.summary), indent=1))
+    try:
+        if vs is None:
+            _single(config, regime, ref, fmt, options)
         else:
-            emit("\n".join(_profile_lines(result)))
-        return
-    before = profiling.resolve_target(config, vs, log=_say)
+            _pair(config, regime, vs, ref, fmt, options)
+    except KeyboardInterrupt:
+        # typer turns a bare KeyboardInterrupt into a silent exit 130: say what happened.
+        _say("Error: interrupted")
+        _say("Hint: a profile stopped by Ctrl-C is kept, marked interrupted; re-run for a full one")
+        raise typer.Exit(130) from None
+
+
+def _single(
+    config: Config, regime: str, ref: str, fmt: TableOrJson, options: dict[str, Any]
+) -> None:
+    from perfctl import profiling
+    from perfctl.profile_records import summary_to_dict
+
+    target = profiling.resolve_target(config, ref, log=_say)
+    result = profiling.profile_regime(config, regime, target, **options)
+    _warn(result.summary.warnings)
+    if fmt == TableOrJson.json:
+        emit(json.dumps(summary_to_dict(result.summary), indent=1))
+    else:
+        emit("\n".join(_profile_lines(result)))
+
+
+def _pair(
+    config: Config,
+    regime: str,
+    before_ref: str,
+    after_ref: str,
+    fmt: TableOrJson,
+    options: dict[str, Any],
+) -> None:
+    from perfctl import profiling
+
+    after = profiling.resolve_target(config, after_ref, log=_say)
+    before = profiling.resolve_target(config, before_ref, log=_say)
     d = profiling.profile_pair(config, regime, before, after, **options)
     _warn(d.diff.warnings)
     if fmt == TableOrJson.json:
