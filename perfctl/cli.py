@@ -61,9 +61,7 @@ def main() -> None:
     try:
         rv = app(standalone_mode=False)
     except KeyboardInterrupt:
-        sys.stderr.write(
-            "Error: interrupted\nHint: completed results were kept; re-run to resume\n"
-        )
+        _common.interrupted()
         code = 130
     except BrokenPipeError:
         # Output piped into e.g. `head`: silence the closed stdout.

@@ -101,7 +101,9 @@ def test_regression_then_improvement_then_no_change(repo: GitRepo) -> None:
     assert rows["work"]["base_order"] == [0, 3, 4, 7, 8, 11, 12, 15]  # ABBA: AB BA AB ...
     faster = run_cli("compare", "c3", "c1", *FAST, "--format", "json", cwd=repo.path)
     assert verdicts(faster)["work"]["verdict"] == "improved"
-    same = run_cli("compare", "c1", "c2", *FAST, "--format", "json", cwd=repo.path)
+    # Identical code: sequential sampling (up to 20 rounds) as users get by default.
+    aa = ["--rounds", "10", "--max-rounds", "20", "--min-time", "0.01", "--values", "2"]
+    same = run_cli("compare", "c1", "c2", *aa, "--format", "json", cwd=repo.path)
     for row in verdicts(same).values():
         assert row["verdict"] in ("no change", "within noise", "inconclusive"), row
 
@@ -277,3 +279,29 @@ def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:
     assert cleaned.returncode == 0, cleaned.stderr
     assert ".perfctl/worktrees" not in repo.git("worktree", "list")
     assert run_cli("runs", "--format", "json", cwd=repo.path).stdout.strip() == "[]"
+
+
+def test_ctrl_c_exits_130_and_leaves_no_workers(repo: GitRepo) -> None:
+    runs_dir = repo.path / ".perfctl" / "runs"
+    before = set(runs_dir.glob("*")) if runs_dir.exists() else set()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfctl", "compare", "c1", "c2", *FAST],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(set(runs_dir.glob("*")) - before) < 2:
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the measurement loop
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Error: interrupted" in err and "Hint:" in err and "Traceback" not in err
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"perfctl-regime.*{repo.path}"], capture_output=True, text=True
+    )
+    assert leftover.stdout.strip() == ""
+    for record in runs_dir.glob("*/run.json"):
+        json.loads(record.read_text())  # every stored record is whole

@@ -51,6 +51,12 @@ def print_error(exc: PerfctlError) -> None:
     sys.stderr.flush()
 
 
+def interrupted() -> None:
+    """What Ctrl-C prints: nothing was lost."""
+    sys.stderr.write("Error: interrupted\n")
+    sys.stderr.write("Hint: everything completed was kept; re-run the command to resume\n")
+
+
 def one_line(text: str) -> str:
     """Collapse newlines so an error stays on one line."""
     return " ".join(str(text).split())
@@ -66,6 +72,9 @@ def guarded(fn: F) -> F:
         except PerfctlError as exc:
             print_error(exc)
             raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            interrupted()
+            raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
 
