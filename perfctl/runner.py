@@ -120,11 +120,30 @@ def spawn(
             raise
 
 
+# What pyperf copies into its workers by default; everything else must be asked
+# for with `inherit_environ`, so a stray variable never changes a measurement.
+COPY_ENV = (
+    "PATH",
+    "HOME",
+    "TEMP",
+    "TMPDIR",
+    "COMSPEC",
+    "SystemRoot",
+    "SystemDrive",
+    "PYTHONPATH",
+    "PYTHON_CPU_COUNT",
+    "PYTHON_GIL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+)
+
+
 def worker_env(worker: Worker) -> dict[str, str]:
-    """The environment of a worker process."""
-    env = {**os.environ, **worker.env}
-    env.pop("PYTHONSTARTUP", None)
-    return env
+    """A scrubbed environment for worker processes, as pyperf gives its own."""
+    names = (*COPY_ENV, *worker.inherit)
+    env = {k: os.environ[k] for k in names if k in os.environ}
+    return {**env, **worker.env}
 
 
 def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[str]:

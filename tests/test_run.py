@@ -251,3 +251,37 @@ def test_usage_error_is_one_line(project: Path) -> None:
     proc = run_cli("run", "--no-such-flag", cwd=project)
     assert proc.returncode == 2
     assert proc.stderr.startswith("Error: ") and "Hint:" in proc.stderr
+
+
+ENV_REGIME = '''
+import os
+from perfctl import regime
+
+@regime(family="env")
+def sees_env():
+    """Reports whether the worker saw PERFCTL_TEST_VAR."""
+    seen = float("PERFCTL_TEST_VAR" in os.environ)
+    yield (lambda: None), (lambda: {"seen": seen})
+'''
+
+
+@pytest.mark.parametrize("inherit", [False, True])
+def test_workers_get_only_the_environment_asked_for(project: Path, inherit: bool) -> None:
+    (project / "envcheck.py").write_text(ENV_REGIME)
+    if inherit:
+        (project / "pyproject.toml").write_text(
+            '[tool.perfctl]\nregimes = ["bench.py"]\ninherit_environ = ["PERFCTL_TEST_VAR"]\n'
+        )
+    proc = run_cli(
+        "run",
+        "--regimes",
+        "envcheck.py",
+        *QUICK,
+        "--format",
+        "json",
+        cwd=project,
+        env={"PERFCTL_TEST_VAR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["rows"]
+    assert row["metrics"] == {"seen": 1.0 if inherit else 0.0}
