@@ -1,0 +1,32 @@
+"""CLI start-up stays light: heavy libraries load only in the stage that needs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("pandas", "plotly", "jinja2", "httpx", "numpy", "scipy", "git")
+
+
+def test_cli_import_does_not_load_heavy_libraries() -> None:
+    code = (
+        "import sys\n"
+        "from perfctl import cli\n"
+        "cli._register_all()\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_version_and_help_work() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "perfctl", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.startswith("perfctl ")
+    helptext = subprocess.run(
+        [sys.executable, "-m", "perfctl", "--help"], capture_output=True, text=True
+    )
+    assert helptext.returncode == 0
+    for panel in ("Measure", "Analyse", "Publish", "Manage"):
+        assert panel in helptext.stdout
