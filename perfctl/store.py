@@ -126,25 +126,37 @@ class SqliteStore:
     # -- plumbing -----------------------------------------------------------
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        conn = self._connect()
         try:
-            conn = sqlite3.connect(self._db_path, timeout=30)
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"cannot open {self._db_path}: {exc}",
-                "check permissions, or delete it: it is rebuilt from JSON",
-            ) from exc
-        try:
-            conn.executescript(SCHEMA)
             with conn:  # one transaction: committed whole or not at all
                 yield conn
         except sqlite3.DatabaseError as exc:
             raise StoreError(
-                f"the store index {self._db_path} is unreadable: {exc}",
-                "delete it; `perfctl runs` rebuilds it from the JSON files",
+                f"the store index {self._db_path} failed: {exc}",
+                "re-run; if it persists, delete it (it is rebuilt from the JSON files)",
             ) from exc
         finally:
             conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open the index; a damaged one is set aside and rebuilt from the JSON files."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for attempt in (1, 2):
+            conn = sqlite3.connect(self._db_path, timeout=30)
+            try:
+                conn.executescript(SCHEMA)
+                return conn
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if attempt == 2 or "locked" in str(exc):
+                    raise StoreError(
+                        f"cannot open the store index {self._db_path}: {exc}",
+                        "check permissions and free disk space",
+                    ) from exc
+                # The index holds nothing the JSON files do not: keep the damaged
+                # file for inspection and start a fresh one (filled by _ids).
+                os.replace(self._db_path, self._db_path.with_suffix(f".damaged-{new_id()}"))
+        raise AssertionError("unreachable")
 
     def _run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
@@ -242,24 +254,71 @@ class SqliteStore:
         return self.list_comparisons()[0]
 
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None:
-        """The newest comparison of exactly these two commits, if any."""
-        for c in self.list_comparisons():
-            if (
-                c.base.sha == base_sha
-                and c.head.sha == head_sha
-                and not (c.base.dirty or c.head.dirty)
-            ):
+        """The newest comparison of exactly these two commits, if any (via the index)."""
+        self._ids("comparisons")  # repair the index first
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT id FROM comparisons WHERE base_sha = ? AND head_sha = ? "
+                "ORDER BY created DESC, id DESC",
+                (base_sha, head_sha),
+            ).fetchall()
+        for (cid,) in rows:
+            c = self.load_comparison(cid)
+            if not (c.base.dirty or c.head.dirty):
                 return c
         return None
 
     # -- helpers ------------------------------------------------------------
-    def _ids(self, kind: str) -> list[str]:
+    def _files(self, kind: str) -> list[str]:
         folder = self.root / kind
         if not folder.is_dir():
             return []
         if kind == "runs":
             return sorted(p.name for p in folder.iterdir() if (p / "run.json").is_file())
         return sorted(p.stem for p in folder.glob("*.json"))
+
+    def _ids(self, kind: str) -> list[str]:
+        """Ids from the index, repaired from the files if they disagree.
+
+        A process killed between writing a file and indexing it (or a deleted
+        index) leaves them out of step; the JSON files are the truth.
+        """
+        files = self._files(kind)
+        with self._db() as db:
+            indexed = {row[0] for row in db.execute(f"SELECT id FROM {kind}")}  # noqa: S608
+            if indexed != set(files):
+                self._reindex(db, kind, files, indexed)
+        return files
+
+    def _reindex(
+        self, db: sqlite3.Connection, kind: str, files: list[str], indexed: set[str]
+    ) -> None:
+        for gone in indexed - set(files):
+            db.execute(f"DELETE FROM {kind} WHERE id = ?", (gone,))  # noqa: S608
+        for ident in set(files) - indexed:
+            with contextlib.suppress(StoreError):
+                if kind == "runs":
+                    run = run_from_dict(self._read_json(self._run_dir(ident) / "run.json"))
+                    db.execute(
+                        "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
+                        (
+                            run.id,
+                            run.started,
+                            run.status,
+                            run.ref.ref,
+                            run.ref.sha,
+                            int(run.ref.dirty),
+                            run.machine.id,
+                        ),
+                    )
+                else:
+                    c = comparison_from_dict(
+                        self._read_json(self.root / "comparisons" / f"{ident}.json")
+                    )
+                    db.execute(
+                        "INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)",
+                        (c.id, c.created, c.base.sha, c.head.sha),
+                    )
 
     def _resolve(self, kind: str, ident: str) -> str:
         ids = self._ids(kind)

@@ -305,3 +305,28 @@ def test_ctrl_c_exits_130_and_leaves_no_workers(repo: GitRepo) -> None:
     assert leftover.stdout.strip() == ""
     for record in runs_dir.glob("*/run.json"):
         json.loads(record.read_text())  # every stored record is whole
+
+
+def test_profile_flag_links_artefacts(repo: GitRepo) -> None:
+    proc = run_cli(
+        "compare",
+        "c1",
+        "c3",
+        *FAST,
+        "--regime",
+        "work",
+        "--profile",
+        "regressed",
+        "--format",
+        "json",
+        cwd=repo.path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = verdicts(proc)["work"]
+    assert row["verdict"] == "regressed"
+    arts = row["artifacts"]
+    for key in ("base_flamegraph", "head_flamegraph", "diff_flamegraph", "profile_diff"):
+        assert Path(arts[key]).is_file(), key
+    # The stored comparison carries the links too (report and comment read them).
+    stored = json.loads(run_cli("comparisons", "--format", "json", cwd=repo.path).stdout)[0]
+    assert stored["id"] == json.loads(proc.stdout)["id"]
