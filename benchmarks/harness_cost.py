@@ -73,7 +73,18 @@ def main() -> None:
         row = json.loads(out.stdout)["rows"][0]
         print(f"empty regime, ops=1000: {row['median_s'] * 1e9:.1f} ns/op (goal < 50)")
         perfctl_cmd = [sys.executable, "-m", "perfctl", "run", "--regime", "trivial", "--fast"]
-        bare_cmd = [sys.executable, "-m", "pyperf", "timeit", "--fast", "sum(range(10))"]
+        # The same callable on both sides: pyperf calibrates loops in powers of two, so a
+        # different per-call cost would change the value durations, not the harness cost.
+        bare_cmd = [
+            sys.executable,
+            "-m",
+            "pyperf",
+            "timeit",
+            "--fast",
+            "-s",
+            "f = lambda: sum(range(10))",
+            "f()",
+        ]
         ours, bare = [], []
         for _ in range(args.repeat):  # interleaved, so drift hits both
             ours.append(wall(perfctl_cmd, root))
