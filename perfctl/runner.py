@@ -143,7 +143,8 @@ def worker_env(worker: Worker) -> dict[str, str]:
     """A scrubbed environment for worker processes, as pyperf gives its own."""
     names = (*COPY_ENV, *worker.inherit)
     env = {k: os.environ[k] for k in names if k in os.environ}
-    return {**env, **worker.env}
+    # Nothing a worker imports from the user's checkout may leave __pycache__ there.
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1", **worker.env}
 
 
 def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[str]:
@@ -198,7 +199,9 @@ def measure(
 ) -> Outcome:
     """Measure one regime with pyperf's own master process."""
     out, metrics = workdir / "pyperf.json", workdir / "metrics.jsonl"
-    inherit = ",".join(sorted({"PERFCTL_SUBJECTS", "PYTHONPATH", *worker.inherit}))
+    inherit = ",".join(
+        sorted({"PERFCTL_SUBJECTS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", *worker.inherit})
+    )
     cmd = [
         *_base_cmd(worker, regime, metrics),
         *precision.pyperf_args(),

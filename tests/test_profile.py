@@ -73,8 +73,9 @@ def hang():
 
 
 def parent_hot():
+    # A third of each call, so even a loaded machine samples it without --subprocesses.
     t = 0
-    for i in range(20000):
+    for i in range(100000):
         t += i * i
     return t
 

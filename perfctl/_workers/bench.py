@@ -8,6 +8,9 @@ processes (never in pyperf's master process).
 
 import sys
 
+# Importing the user's regimes files must not leave __pycache__ in their checkout.
+sys.dont_write_bytecode = True
+
 # Keep this folder off sys.path so nothing here shadows a module.
 if sys.path and sys.path[0].endswith("_workers"):
     del sys.path[0]

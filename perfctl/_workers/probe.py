@@ -6,6 +6,9 @@ Run as ``python probe.py FILE...`` in the target environment, so imports and
 
 import sys
 
+# Importing the user's regimes files must not leave __pycache__ in their checkout.
+sys.dont_write_bytecode = True
+
 # This script's folder must not shadow modules; perfctl itself is importable
 # from the environment (installed, or via perfctl's runtime .pth file).
 if sys.path and sys.path[0].endswith("_workers"):

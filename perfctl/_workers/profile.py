@@ -21,6 +21,9 @@ stop early) ends the loop cleanly: the status is still written, marked
 
 import sys
 
+# Importing the user's regimes files must not leave __pycache__ in their checkout.
+sys.dont_write_bytecode = True
+
 # Keep this folder off sys.path: this file's own name would shadow the stdlib
 # `profile` module for everything imported below.
 if sys.path and sys.path[0].endswith("_workers"):
