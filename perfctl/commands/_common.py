@@ -96,3 +96,28 @@ def out_console() -> Any:
     if not console.is_terminal and "COLUMNS" not in __import__("os").environ:
         console = Console(soft_wrap=False, width=160)
     return console
+
+
+def emit_listing(
+    fmt: TableOrJson,
+    records: list[dict[str, Any]],
+    title: str,
+    columns: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """Print a listing as JSON records (stdout only) or as a rich table."""
+    if fmt == TableOrJson.json:
+        import json
+
+        emit(json.dumps(records, indent=2))
+        return
+    from rich.table import Table
+
+    from perfctl.render import esc
+
+    table = Table(title=esc(title), title_justify="left")
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(esc(x) for x in row))
+    out_console().print(table)

@@ -14,6 +14,7 @@ from perfctl.commands._common import (
     ProjectOpt,
     TableOrJson,
     emit,
+    emit_listing,
     guarded,
     out_console,
 )
@@ -206,50 +207,31 @@ def runs_cmd(
 
     config = load_config(project)
     runs = open_store(config.state_dir).list_runs()
-    if fmt == TableOrJson.json:
-        emit(
-            json.dumps(
-                [
-                    {
-                        "id": r.id,
-                        "ref": r.ref.ref,
-                        "sha": r.ref.sha,
-                        "dirty": r.ref.dirty,
-                        "started": r.started,
-                        "finished": r.finished,
-                        "status": r.status,
-                        "machine": r.machine.id,
-                        "regimes": len(r.results),
-                    }
-                    for r in runs
-                ],
-                indent=2,
-            )
-        )
-        return
-    from rich.table import Table
-
-    from perfctl.render import esc
-
-    table = Table(title=esc(f"{len(runs)} runs in {config.state_dir}"), title_justify="left")
-    for col in ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"):
-        table.add_column(col)
-    for r in runs:
-        table.add_row(
-            *(
-                esc(x)
-                for x in (
-                    r.id,
-                    r.ref.ref,
-                    r.ref.short,
-                    r.started,
-                    r.status,
-                    len(r.results),
-                    r.machine.id,
-                )
-            )
-        )
-    out_console().print(table)
+    records = [
+        {
+            "id": r.id,
+            "ref": r.ref.ref,
+            "sha": r.ref.sha,
+            "dirty": r.ref.dirty,
+            "started": r.started,
+            "finished": r.finished,
+            "status": r.status,
+            "machine": r.machine.id,
+            "regimes": len(r.results),
+        }
+        for r in runs
+    ]
+    rows = [
+        (r.id, r.ref.ref, r.ref.short, r.started, r.status, len(r.results), r.machine.id)
+        for r in runs
+    ]
+    emit_listing(
+        fmt,
+        records,
+        f"{len(runs)} runs in {config.state_dir}",
+        ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"),
+        rows,
+    )
 
 
 @guarded
@@ -264,47 +246,40 @@ def comparisons_cmd(
     Example: perfctl comparisons --format json
     """
     from perfctl.config import load_config
-    from perfctl.render import counts_line, esc
+    from perfctl.render import counts_line
     from perfctl.store import open_store
 
     config = load_config(project)
     found = open_store(config.state_dir).list_comparisons()
-    if fmt == TableOrJson.json:
-        rows = [
-            {
-                "id": c.id,
-                "created": c.created,
-                "base": c.base.ref,
-                "base_sha": c.base.sha,
-                "head": c.head.ref,
-                "head_sha": c.head.sha,
-                "counts": c.counts(),
-            }
-            for c in found
-        ]
-        emit(json.dumps(rows, indent=2))
-        return
-    from rich.table import Table
-
-    table = Table(
-        title=esc(f"{len(found)} comparisons in {config.state_dir}"), title_justify="left"
-    )
-    for col in ("Comparison", "Created", "Base", "Head", "Verdicts"):
-        table.add_column(col)
-    for c in found:
-        table.add_row(
-            *(
-                esc(x)
-                for x in (
-                    c.id,
-                    c.created,
-                    f"{c.base.ref} {c.base.short}",
-                    f"{c.head.ref} {c.head.short}",
-                    counts_line(c),
-                )
-            )
+    records = [
+        {
+            "id": c.id,
+            "created": c.created,
+            "base": c.base.ref,
+            "base_sha": c.base.sha,
+            "head": c.head.ref,
+            "head_sha": c.head.sha,
+            "counts": c.counts(),
+        }
+        for c in found
+    ]
+    rows = [
+        (
+            c.id,
+            c.created,
+            f"{c.base.ref} {c.base.short}",
+            f"{c.head.ref} {c.head.short}",
+            counts_line(c),
         )
-    out_console().print(table)
+        for c in found
+    ]
+    emit_listing(
+        fmt,
+        records,
+        f"{len(found)} comparisons in {config.state_dir}",
+        ("Comparison", "Created", "Base", "Head", "Verdicts"),
+        rows,
+    )
 
 
 @guarded
