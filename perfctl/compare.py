@@ -59,8 +59,9 @@ class CompareSettings:
 FAST = CompareSettings(
     schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10), name="fast"
 )
-# Default: 10 rounds, then sequential sampling (one more round per check) up to 60 rounds
-# or 30 s of measuring per regime, whichever comes first (60 reach ~95% power at 5%).
+# Default: 10 rounds, then sequential sampling (one more round per check) up to 80 rounds
+# or 60 s of measuring per regime, whichever comes first: ~95% power for a 5% change at
+# a process CV of 5% (simulated; see benchmarks/README.md for the measured figure).
 DEFAULT = CompareSettings()
 RIGOROUS = CompareSettings(
     schedule=Schedule(rounds=20, max_rounds=80, time_budget=240), name="rigorous"

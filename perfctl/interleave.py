@@ -28,8 +28,8 @@ class Schedule:
     """How many processes to run and how long each is."""
 
     rounds: int = 10
-    max_rounds: int = 60
-    time_budget: float = 30.0
+    max_rounds: int = 80
+    time_budget: float = 60.0
     values: int = 3
     warmups: int = 1
     min_time: float = 0.05

@@ -245,7 +245,7 @@ def format_compare_markdown(c: Comparison) -> str:
     lines += [
         "",
         f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
-        f"corrected (α = {c.alpha}), bootstrap 95% CI, noise band ±"
+        f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
         f"{c.threshold * 100:.0f}%._",
     ]
     for w in c.warnings:
