@@ -315,7 +315,7 @@ def _phases(raw: Any, where: _Where) -> tuple[Phase, ...]:
         raise PlanError(
             f"{where.name}: no plan phases are configured",
             "add [[tool.perfctl.plan.phases]] tables (id, name, before, after, "
-            "regimes, targets); see docs/readme-plan.md",
+            "regimes, targets); see the README (perfctl plan)",
         )
     phases: list[Phase] = []
     for i, table in enumerate(raw):

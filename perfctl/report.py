@@ -457,7 +457,7 @@ def _render(
         where = f"--template-dir {template_dir}" if template_dir else "the packaged templates"
         raise UsageError(
             f"cannot render {name}: {exc}",
-            f"check {where}; docs/readme-report.md lists the template fields",
+            f"check {where}; the README (perfctl report, Templates) lists the template fields",
         ) from exc
     atomic_write_text(out, text)
     out.chmod(0o644)  # mkstemp made it 0600; a report is meant to be shared

@@ -1,6 +1,6 @@
 """The decision procedure of ``perfctl compare``, and change points for history.
 
-Why it looks like this (see docs/readme-stats.md for the user-facing story):
+Why it looks like this (see "How perfctl decides" in the README for the user-facing story):
 
 * **The process is the unit of replication.** Values inside one worker process
   share its memory layout, hash seed and CPU placement, so they are not
@@ -30,7 +30,7 @@ Why it looks like this (see docs/readme-stats.md for the user-facing story):
   p < 0.001 (Haybittle-Peto) and a widened interval beyond the band.
 
 The rates these choices give (A/A false verdicts, power) are simulated in
-tests/test_stats.py and tabled in docs/readme-stats.md.
+tests/test_stats.py and tabled in the README.
 
 Every change is relative, ``head/base - 1``, so a slower head is a positive
 change (regressed). numpy and scipy are imported at module top: only

@@ -552,7 +552,8 @@ def test_update_keeps_permissions_and_leaves_no_temp_file(synthetic, cli):
 
 
 def test_the_docs_config_example_is_valid(tmp_path):
-    docs = (Path(__file__).parent.parent / "docs" / "readme-plan.md").read_text("utf-8")
+    readme = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+    docs = readme.split("\n## perfctl plan\n", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```toml\n(.*?)```", docs, re.S)
     assert match is not None
     (tmp_path / "pyproject.toml").write_text(match.group(1), encoding="utf-8")
