@@ -491,7 +491,11 @@ def compare_from_store(
 
 
 def profile_comparison(
-    config: Config, c: Comparison, which: str, progress: Callable[[str], None] | None = None
+    config: Config,
+    c: Comparison,
+    which: str,
+    progress: Callable[[str], None] | None = None,
+    regimes: tuple[str, ...] = (),
 ) -> Comparison:
     """py-spy profile the chosen regimes on both refs and link the artefacts."""
     from perfctl import envs, profiling
@@ -515,7 +519,7 @@ def profile_comparison(
     for r in chosen:
         if progress:
             progress(f"profiling {r.name} on both refs")
-        diff = profiling.profile_pair(config, r.name, targets[0], targets[1])
+        diff = profiling.profile_pair(config, r.name, targets[0], targets[1], regimes=regimes)
         rows[r.name] = replace(r, artifacts={**r.artifacts, **diff.artifacts()})
     out = replace(c, regimes=tuple(rows[r.name] for r in c.regimes))
     open_store(config.state_dir).save_comparison(out)

@@ -140,7 +140,9 @@ def compare_cmd(
                 progress=lambda m: _progress(err, status, m),
             )
     if profile is not None:
-        c = compare.profile_comparison(config, c, profile.value, progress=err.print)
+        c = compare.profile_comparison(
+            config, c, profile.value, progress=err.print, regimes=tuple(regimes or ())
+        )
     if fmt == Format.json:
         emit(render.format_compare_json(c))
     elif fmt == Format.markdown:
