@@ -496,44 +496,53 @@ def _what_if(
     return verdict, k, max(cvs)
 
 
-def reanalyze(work: Path, min_rounds: int = 10) -> str:
+def reanalyze(work: Path) -> str:
     """What-if table from the comparisons stored in WORKDIR's perfctl store.
 
     perfctl reduces each worker process to the mean of its values. On a busy
     machine a value that lost the CPU to a neighbour is inflated, and the mean
-    carries it. This re-decides every stored default-preset comparison with the
-    per-process median and minimum instead (same processes, same rules, sequential
-    stopping replayed), to show how much of the noise that choice costs.
+    carries it. This re-decides every stored comparison of A/A2 and A/B (the
+    warm-up ``--fast`` ones excepted), grouped by schedule, with the decision code
+    of the perfctl installed *now* and the per-process mean, median or minimum
+    (same processes, sequential stopping replayed from the schedule's minimum
+    rounds), to show what that choice and today's statistics would have said.
     """
     meta = json.loads((work / "meta.json").read_text())
     kinds = {meta["shas"]["A2"]: "aa", meta["shas"]["B"]: "ab"}
-    comps = []
+    comps: dict[str, list[tuple[str, dict[str, Any], int]]] = {}
     for f in sorted((work / "project" / ".perfctl" / "comparisons").glob("*.json")):
         c = json.loads(f.read_text())
         c = c.get("comparison", c)
-        if c.get("settings", {}).get("preset") != "default" or c["head"]["sha"] not in kinds:
+        settings = c.get("settings", {})
+        if settings.get("preset") == "fast" or c["head"]["sha"] not in kinds:
             continue
         row = c["regimes"][0]
         if row.get("base_values") and row.get("head_values"):
-            comps.append((kinds[c["head"]["sha"]], row))
+            key = schedule_text(settings)
+            comps.setdefault(key, []).append(
+                (kinds[c["head"]["sha"]], row, int(settings.get("rounds", 10)))
+            )
     lines = [
-        "| per-process statistic | A/A false verdicts | A/B detected | median rounds "
-        "| median worst-side CV |",
-        "|---|---|---|---|---|",
+        f"Re-decided with perfctl {perfctl_rev()}:",
+        "",
+        "| schedule | per-process statistic | A/A false verdicts | A/B detected "
+        "| median rounds | median worst-side CV |",
+        "|---|---|---|---|---|---|",
     ]
-    for how in ("mean", "median", "min"):
-        got: dict[str, list[tuple[str, int, float]]] = {"aa": [], "ab": []}
-        for kind, row in comps:
-            got[kind].append(_what_if(row["base_values"], row["head_values"], how, min_rounds))
-        aa, ab = got["aa"], got["ab"]
-        every = aa + ab
-        lines.append(
-            f"| {how}{' (perfctl today)' if how == 'mean' else ''} | "
-            f"{rate(sum(v in ALARMS for v, _, _ in aa), len(aa))} | "
-            f"{rate(sum(v == 'regressed' for v, _, _ in ab), len(ab))} | "
-            f"{statistics.median(k for _, k, _ in every) if every else 0:.0f} | "
-            f"{100 * statistics.median(cv for _, _, cv in every) if every else 0:.1f}% |"
-        )
+    for key, group in comps.items():
+        for how in ("mean", "median", "min"):
+            got: dict[str, list[tuple[str, int, float]]] = {"aa": [], "ab": []}
+            for kind, row, first in group:
+                got[kind].append(_what_if(row["base_values"], row["head_values"], how, first))
+            aa, ab = got["aa"], got["ab"]
+            every = aa + ab
+            lines.append(
+                f"| {key} | {how}{' (perfctl)' if how == 'mean' else ''} | "
+                f"{rate(sum(v in ALARMS for v, _, _ in aa), len(aa))} | "
+                f"{rate(sum(v == 'regressed' for v, _, _ in ab), len(ab))} | "
+                f"{statistics.median(k for _, k, _ in every):.0f} | "
+                f"{100 * statistics.median(cv for _, _, cv in every):.1f}% |"
+            )
     return "\n".join(lines)
 
 
