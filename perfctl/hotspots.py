@@ -177,12 +177,11 @@ def prune_tree(
 
 
 def format_time(seconds: float) -> str:
-    """A duration with a readable unit: ``812 ns``, ``12.3 µs``, ``4.56 ms``, ``1.20 s``."""
-    magnitude = abs(seconds)
-    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if magnitude >= factor:
-            return f"{seconds / factor:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+    """A duration with a readable unit: ``812 ns``, ``12.3 µs``, ``4.56 ms``, ``1.2 s``."""
+    from perfctl.render import fmt_time
+
+    # One formatter for every table, so profile and compare figures read alike.
+    return fmt_time(seconds)
 
 
 def signed_time(seconds: float) -> str:
