@@ -151,7 +151,17 @@ def judge(run: WorkerRun, regime: str, *, has_status: bool) -> None:
             "check the py-spy version supports this Python",
         )
     if rec.samples == 0:
-        raise ProfileFailed(f"py-spy took zero samples of `{regime}`", _ZERO_HINT)
+        # Same words as a recording with stray samples only: a user sees one message for
+        # "the regime never ran on CPU", whichever way py-spy got there.
+        raise ProfileFailed(too_few_samples(regime, 0, 0), _ZERO_HINT)
+
+
+def too_few_samples(regime: str, found: int, total: int) -> str:
+    """The error line for a profile with (almost) no samples inside the regime's loop."""
+    return (
+        f"{found or 'no'} samples of `{regime}` inside its timed loop, too few to "
+        f"profile ({total} in all)"
+    )
 
 
 _ZERO_HINT = (
@@ -177,11 +187,7 @@ def analyse(
     found = round(inside.total_s / sample_s)
     if found < MIN_SAMPLES:
         # A stray sample or two (a wake-up between sleeps) says nothing about the regime.
-        raise ProfileFailed(
-            f"{found or 'no'} samples of `{regime}` inside its timed loop, too few to "
-            f"profile ({run.recording.samples} in all)",
-            _ZERO_HINT,
-        )
+        raise ProfileFailed(too_few_samples(regime, found, run.recording.samples), _ZERO_HINT)
     return Analysed(norm, inside, outside)
 
 
