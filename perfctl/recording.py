@@ -156,11 +156,11 @@ def judge(run: WorkerRun, regime: str, *, has_status: bool) -> None:
         raise ProfileFailed(too_few_samples(regime, 0, 0), _ZERO_HINT)
 
 
-def too_few_samples(regime: str, found: int, total: int) -> str:
+def too_few_samples(regime: str, found: int, total: int | None) -> str:
     """The error line for a profile with (almost) no samples inside the regime's loop."""
     return (
         f"{found or 'no'} samples of `{regime}` inside its timed loop, too few to "
-        f"profile ({total} in all)"
+        f"profile ({'?' if total is None else total} in all)"
     )
 
 
