@@ -7,7 +7,7 @@ machine), the statistics behind the verdicts and, given a URL base, links to
 the HTML report and flamegraphs.
 
 Everything a user or a commit controls (regime names, ref names, commit
-subjects, failure reasons, warnings) goes through :func:`escape_md`, so it
+subjects, failure reasons, warnings) goes through :func:`md_escape`, so it
 can neither break a table nor inject HTML, links or mentions.
 
 GitHub rejects comment bodies over 65,536 characters. :func:`render_comment`
@@ -38,13 +38,12 @@ from perfctl.model import (
     RefInfo,
     RegimeComparison,
 )
-from perfctl.render import change_cell, side_cell
+from perfctl.render import change_cell, escape_plain, md_escape, side_cell
 
 GITHUB_LIMIT = 65_536
 # Headroom under GitHub's limit: their count and ours may differ on edge cases.
 DEFAULT_BUDGET = 65_000
 MARKER_PREFIX = "perfctl:comment"
-CELL_MAX = 200  # longest user-controlled text kept in one cell
 
 VERDICT_ICON = {
     REGRESSED: "❌",
@@ -60,14 +59,6 @@ TABLE_HEAD = "| Regime | Base | Head | Δ [CI] | Verdict |\n| :--- | ---: | ---:
 _MARKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _URL_BASE = re.compile(r"^https?://[^\s<>()\"'`\\]+$")
 _HEX_SHA = re.compile(r"^[0-9a-f]{4,64}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Backslash-escaped in user text: everything that starts inline markdown
-# (emphasis, code, links, strikethrough, math) or ends a table cell.
-_MD_SPECIALS = "\\`*_[]~|$#!"
-_MD_ESCAPES = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{ch: "\\" + ch for ch in _MD_SPECIALS}}
-)
-_MENTION = re.compile(r"@(?=\w)")
 
 
 @dataclass(frozen=True)
@@ -122,22 +113,9 @@ def has_changes(c: Comparison) -> bool:
 
 
 # -- escaping ----------------------------------------------------------------
-def escape_plain(text: str, limit: int = CELL_MAX) -> str:
-    """One line of at most ``limit`` characters, control characters removed."""
-    line = " ".join(_CONTROL.sub(" ", str(text)).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def escape_md(text: str, limit: int = CELL_MAX) -> str:
-    """User text made inert in markdown: no HTML, table breaks, links or mentions."""
-    escaped = escape_plain(text, limit).translate(_MD_ESCAPES)
-    # A zero-width space after '@' keeps a commit subject from pinging people.
-    return _MENTION.sub("@\u200b", escaped)
-
-
 def sha_text(ref: RefInfo) -> str:
     """The full SHA as plain text (GitHub links it), '(dirty)' when edited."""
-    sha = ref.sha if _HEX_SHA.match(ref.sha) else escape_md(ref.sha, 64)
+    sha = ref.sha if _HEX_SHA.match(ref.sha) else md_escape(ref.sha, 64)
     return sha + (" (dirty)" if ref.dirty else "")
 
 
@@ -170,18 +148,18 @@ def counts_text(c: Comparison) -> str:
 
 def verdict_cell(r: RegimeComparison) -> str:
     """Icon and verdict, plus the reason for failed, inconclusive or skipped rows."""
-    text = f"{VERDICT_ICON.get(r.verdict, '')} {escape_md(r.verdict, 40)}".strip()
+    text = f"{VERDICT_ICON.get(r.verdict, '')} {md_escape(r.verdict, 40)}".strip()
     if r.reason and r.verdict in (FAILED, INCONCLUSIVE, SKIPPED):
-        text += ": " + escape_md(r.reason, 120)
+        text += ": " + md_escape(r.reason, 120)
     return text
 
 
 def row(r: RegimeComparison) -> str:
     """One table row; numbers come from perfctl.render, text is escaped."""
     cells = (
-        escape_md(r.name),
-        escape_md(side_cell(r, "base"), 40),
-        escape_md(side_cell(r, "head"), 40),
+        md_escape(r.name),
+        md_escape(side_cell(r, "base"), 40),
+        md_escape(side_cell(r, "head"), 40),
         change_cell(r),
         verdict_cell(r),
     )
@@ -191,18 +169,18 @@ def row(r: RegimeComparison) -> str:
 def _ref_line(label: str, ref: RefInfo) -> str:
     # A ref given as a sha (ci's merge-base) is not worth saying twice.
     as_sha = len(ref.ref) >= 7 and ref.sha.startswith(ref.ref)
-    name = "" if as_sha else f"{escape_md(ref.ref, 100)} · "
-    subject = f" · {escape_md(ref.subject)}" if ref.subject else ""
+    name = "" if as_sha else f"{md_escape(ref.ref, 100)} · "
+    subject = f" · {md_escape(ref.subject)}" if ref.subject else ""
     return f"**{label}** {name}{sha_text(ref)}{subject}"
 
 
 def _machine_lines(c: Comparison) -> list[str]:
     other: Machine | None = c.head_machine
     if other is None or other.id == c.machine.id:
-        return [f"**Machine** {escape_md(c.machine.describe(), 300)}"]
+        return [f"**Machine** {md_escape(c.machine.describe(), 300)}"]
     return [
-        f"**Machine (base)** {escape_md(c.machine.describe(), 300)}",
-        f"**Machine (head)** {escape_md(other.describe(), 300)} ⚠️ different machines: "
+        f"**Machine (base)** {md_escape(c.machine.describe(), 300)}",
+        f"**Machine (head)** {md_escape(other.describe(), 300)} ⚠️ different machines: "
         "the change includes the hardware",
     ]
 
@@ -211,10 +189,10 @@ def stats_note(c: Comparison) -> str:
     """How the verdicts were decided, in one small line."""
     return (
         f"<sub>Each worker process is one sample; base and head processes interleave. "
-        f"Changed means p &lt; {c.alpha:g} after {escape_md(c.correction, 60)} "
+        f"Changed means p &lt; {c.alpha:g} after {md_escape(c.correction, 60)} "
         f"correction across {_plural(len(c.regimes), 'regime')} and a confidence interval of the "
         f"change wholly outside ±{c.threshold * 100:g}%. "
-        f"Comparison {escape_md(c.id, 80)} · perfctl {__version__}.</sub>"
+        f"Comparison {md_escape(c.id, 80)} · perfctl {__version__}.</sub>"
     )
 
 
@@ -238,7 +216,7 @@ def _profile_links(rows: list[RegimeComparison], opts: CommentOptions) -> list[s
     if not opts.url_base:
         return []
     links = [
-        f"[{escape_md(r.name, 80)} · {escape_md(key, 40)}]"
+        f"[{md_escape(r.name, 80)} · {md_escape(key, 40)}]"
         f"({artifact_url(opts.url_base, path, opts.artifact_root)})"
         for r in rows
         for key, path in sorted(r.artifacts.items())
@@ -255,7 +233,7 @@ def _report_line(opts: CommentOptions) -> list[str]:
 
 
 def _warning_lines(c: Comparison) -> list[str]:
-    shown = [f"> ⚠️ {escape_md(w, 300)}" for w in c.warnings[:10]]
+    shown = [f"> ⚠️ {md_escape(w, 300)}" for w in c.warnings[:10]]
     if len(c.warnings) > 10:
         shown.append(f"> ⚠️ … and {len(c.warnings) - 10} more warnings (see the report)")
     return shown

@@ -8,6 +8,7 @@ unit that keeps 3-4 significant digits (ns/µs/ms/s per op).
 from __future__ import annotations
 
 import json
+import re
 from statistics import mean, median, pstdev
 from typing import Any
 
@@ -220,12 +221,28 @@ def format_compare_table(c: Comparison) -> Any:
     return table
 
 
-def md_escape(text: str) -> str:
-    """Make text safe inside a markdown table cell (no pipes, newlines or HTML)."""
-    out = " ".join(str(text).split())
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
-        out = out.replace(a, b)
-    return out
+CELL_MAX = 200  # longest user-controlled text kept in one markdown cell
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Backslash-escaped in user text: everything that starts inline markdown
+# (emphasis, code, links, strikethrough, math) or ends a table cell.
+_MD_SPECIALS = "\\`*_[]~|$#!"
+_MD_ESCAPES = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{ch: "\\" + ch for ch in _MD_SPECIALS}}
+)
+_MENTION = re.compile(r"@(?=\w)")
+
+
+def escape_plain(text: object, limit: int = CELL_MAX) -> str:
+    """One line of at most ``limit`` characters, control characters removed."""
+    line = " ".join(_CONTROL.sub(" ", str(text)).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def md_escape(text: object, limit: int = CELL_MAX) -> str:
+    """User text made inert in markdown: no HTML, table breaks, links or mentions."""
+    escaped = escape_plain(text, limit).translate(_MD_ESCAPES)
+    # A zero-width space after '@' keeps a commit subject from pinging people.
+    return _MENTION.sub("@\u200b", escaped)
 
 
 def format_compare_markdown(c: Comparison) -> str:

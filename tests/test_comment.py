@@ -14,7 +14,6 @@ from perfctl.comment import (
     CommentOptions,
     artifact_url,
     check_url_base,
-    escape_md,
     github_length,
     has_changes,
     headline,
@@ -37,6 +36,7 @@ from perfctl.model import (
     RegimeComparison,
     SideStats,
 )
+from perfctl.render import format_compare_markdown, md_escape
 
 GOLDEN = Path(__file__).parent / "golden"
 MACHINE = Machine(
@@ -253,6 +253,14 @@ def test_hostile_regime_name_cannot_break_the_table_or_inject_html() -> None:
             assert len(re.findall(r"(?<!\\)\|", line)) == 6
 
 
+def test_compare_markdown_escapes_like_the_comment() -> None:
+    # `compare --format markdown` is pasted into PRs too: one escaper for both.
+    c = comparison([regime("x\ny`z`*w*_[l](http://e.vil)<b>|@octocat", IMPROVED, change=-0.2)])
+    md = format_compare_markdown(c)
+    assert "| x y\\`z\\`\\*w\\*\\_\\[l\\](http://e.vil)&lt;b&gt;\\|@\u200boctocat |" in md
+    assert "<b>" not in md and "](http" not in md.replace("\\](http", "")
+
+
 def test_hostile_ref_name_and_subject() -> None:
     head = RefInfo(
         ref="feat/<b>x</b>",
@@ -267,9 +275,9 @@ def test_hostile_ref_name_and_subject() -> None:
     )
 
 
-def test_escape_md_limits_length_and_drops_control_characters() -> None:
-    assert escape_md("a\x00b\x1bc\r\nd") == "a b c d"
-    long = escape_md("x" * 1000)
+def test_md_escape_limits_length_and_drops_control_characters() -> None:
+    assert md_escape("a\x00b\x1bc\r\nd") == "a b c d"
+    long = md_escape("x" * 1000)
     assert len(long) == 200 and long.endswith("…")
 
 
