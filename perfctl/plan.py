@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfctl import plandoc
 from perfctl.config import Config
@@ -39,6 +39,9 @@ from perfctl.errors import PerfctlError, PlanError
 from perfctl.model import FAILED, REGRESSED, Comparison, RefInfo, RegimeComparison
 from perfctl.plandoc import PlanDoc
 from perfctl.store import Store, open_store
+
+if TYPE_CHECKING:
+    from perfctl.compare import CompareSettings
 
 PLAN_KEYS = ("phases", "baseline_phase", "source")
 PHASE_KEYS = ("id", "name", "before", "after", "regimes", "targets", "guards", "status")
@@ -461,6 +464,7 @@ def update_plan(
     *,
     measure: bool = True,
     check: bool = False,
+    settings: CompareSettings | None = None,
     progress: Progress | None = None,
 ) -> UpdateResult:
     """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
@@ -473,7 +477,7 @@ def update_plan(
     missing = tuple(p.id for p in spec.phases if p.status != PLANNED and found[p.id] is None)
     if measure and not check:
         for pid in missing:
-            found[pid] = _measure(config, spec, pid, progress or (lambda _m: None))
+            found[pid] = _measure(config, spec, pid, settings, progress or (lambda _m: None))
     states = [_state(p, *refs[p.id], found[p.id]) for p in spec.phases]
     contents = _contents(spec, doc, states)
     changed = tuple(
@@ -522,7 +526,9 @@ def _stored(store: Store, before: RefInfo | None, after: RefInfo | None) -> Comp
     return found
 
 
-def _measure(config: Config, spec: PlanSpec, pid: str, say: Progress) -> Comparison:
+def _measure(
+    config: Config, spec: PlanSpec, pid: str, settings: CompareSettings | None, say: Progress
+) -> Comparison:
     from perfctl.compare import compare_refs
 
     phase = spec.phase(pid)
@@ -537,6 +543,7 @@ def _measure(config: Config, spec: PlanSpec, pid: str, say: Progress) -> Compari
             phase.before,
             phase.after,
             regimes=globs,
+            settings=settings,
             progress=lambda m: say(f"phase {pid}: {m}"),
         )
     except PerfctlError as exc:

@@ -9,6 +9,7 @@ rewrite the golden files after an intended change.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import replace
@@ -615,9 +616,14 @@ def _mask_numbers(text: str) -> str:
 def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
     refs = make_project(git_repo, REAL_PYPROJECT, sizes=(100_000, 20_000, 20_000))
     assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
-    out = update(cli, git_repo)
+    out = update(cli, git_repo, "--fast")
     assert out.returncode == 0, out.stderr
     assert "phase 1: measuring phase-0 → phase-1" in out.stderr
+    stored = [
+        json.loads(p.read_text("utf-8"))
+        for p in (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
+    ]
+    assert stored and {c["settings"]["preset"] for c in stored} == {"fast"}
     text = (git_repo.path / "PLAN.md").read_text("utf-8")
     rows = {ln.split(" | ")[0]: ln for ln in text.splitlines() if ln.startswith("| `toy_")}
     assert "-50% → " in text and re.search(r"-50% → -[6-9]\d\.\d% ✅ met", text), text

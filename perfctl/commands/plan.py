@@ -53,16 +53,28 @@ def update_cmd(
         bool,
         typer.Option("--check", help="Write nothing; exit 1 if the file is stale, 0 if current."),
     ] = False,
+    fast: Annotated[
+        bool,
+        typer.Option("--fast", help="Measure missing phases with compare's --fast preset."),
+    ] = False,
+    rigorous: Annotated[
+        bool,
+        typer.Option("--rigorous", help="Measure missing phases with compare's --rigorous preset."),
+    ] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Regenerate the plan's blocks (tracker, baseline, results, metrics, log); prose stays.
 
     Example: perfctl plan update PLAN.md --check
     """
+    from perfctl.compare import settings_for
     from perfctl.config import load_config
     from perfctl.plan import update_plan
 
-    result = update_plan(load_config(project), path, measure=measure, check=check, progress=_say)
+    settings = settings_for(fast=fast, rigorous=rigorous)
+    result = update_plan(
+        load_config(project), path, measure=measure, check=check, settings=settings, progress=_say
+    )
     for warning in result.warnings:
         _say(f"Warning: {warning}")
     if check:
