@@ -294,7 +294,14 @@ def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[s
     if change.ci_high < -threshold:
         return IMPROVED, f"faster: {where} (adjusted p={p_adjusted:.2g})"
     band = f"{_band(threshold)} noise band"
-    return WITHIN_NOISE, f"significant but within the {band} ({_interval(change)})"
+    if -threshold < change.ci_low and change.ci_high < threshold:
+        return WITHIN_NOISE, f"significant but within the {band} ({_interval(change)})"
+    # Straddling the edge: real, not shown to exceed the band, and possibly larger.
+    edge = max(change.ci_low, change.ci_high, key=abs)
+    return WITHIN_NOISE, (
+        f"significant, not shown beyond the {band} ({_interval(change)}); "
+        f"up to {_pct(edge)} is not ruled out"
+    )
 
 
 def _not_significant(
@@ -309,7 +316,18 @@ def _not_significant(
             f"{_interval(change)} lies beyond the {_band(threshold)} noise band but is not "
             f"significant (adjusted p={p_adjusted:.2g}); run more processes"
         )
-    return NO_CHANGE, f"no change detected ({_interval(change)}, adjusted p={p_adjusted:.2g})"
+    if -threshold < change.ci_low and change.ci_high < threshold:
+        return NO_CHANGE, (
+            f"no change: {_interval(change)} inside the {_band(threshold)} noise band "
+            f"(adjusted p={p_adjusted:.2g})"
+        )
+    # Not shown either way: say how large a change the data still allows, so
+    # "no change" is never read as "proved equal".
+    edge = max(change.ci_low, change.ci_high, key=abs)
+    return NO_CHANGE, (
+        f"no change detected ({_interval(change)}, adjusted p={p_adjusted:.2g}), "
+        f"but {_pct(edge)} is not ruled out"
+    )
 
 
 def decide(

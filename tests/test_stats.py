@@ -267,9 +267,14 @@ def test_regressed_and_improved_need_significance_and_the_ci_beyond_the_band() -
 
 
 def test_significant_but_within_the_noise_band() -> None:
-    assert decide(change(0.013, 0.004, 0.025)) == (
+    assert decide(change(0.013, 0.004, 0.019)) == (
         WITHIN_NOISE,
-        "significant but within the 2% noise band (+1.3% [+0.4%, +2.5%])",
+        "significant but within the 2% noise band (+1.3% [+0.4%, +1.9%])",
+    )
+    assert decide(change(0.041, 0.019, 0.062)) == (
+        WITHIN_NOISE,
+        "significant, not shown beyond the 2% noise band (+4.1% [+1.9%, +6.2%]); "
+        "up to +6.2% is not ruled out",
     )
     assert decide(change(0.03, 0.02, 0.04))[0] == WITHIN_NOISE  # ci_low on the edge
     assert decide(change(-0.01, -0.015, -0.005))[0] == WITHIN_NOISE
@@ -278,7 +283,15 @@ def test_significant_but_within_the_noise_band() -> None:
 def test_not_significant_is_no_change() -> None:
     verdict, reason = decide(change(0.003, -0.019, 0.024), p_adj=0.62)
     assert verdict == NO_CHANGE
-    assert reason == "no change detected (+0.3% [-1.9%, +2.4%], adjusted p=0.62)"
+    assert reason == (
+        "no change detected (+0.3% [-1.9%, +2.4%], adjusted p=0.62), but +2.4% is not ruled out"
+    )
+    inside = decide(change(0.003, -0.019, 0.014), p_adj=0.62)
+    assert inside == (
+        NO_CHANGE,
+        "no change: +0.3% [-1.9%, +1.4%] inside the 2% noise band (adjusted p=0.62)",
+    )
+    assert "-3.5% is not ruled out" in decide(change(-0.01, -0.035, 0.012), p_adj=0.3)[1]
 
 
 def test_too_noisy_is_inconclusive_not_no_change() -> None:
