@@ -7,6 +7,7 @@ Benjamini–Hochberg correction → verdicts → stored Comparison.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
 from perfctl.interleave import SIDES, Schedule, SideData
+from perfctl.machine import load_average
 from perfctl.measure import new_run, subjects_env
 from perfctl.model import (
     FAILED,
@@ -137,19 +139,39 @@ def compare_refs(
         key = _resume_key(sides, files, settings)
         done = _attach_runs(config, store, sides, key, settings, say)
         names = _selected(sides, settings)
-        measured = {
-            n: done.get(n) or _measure_regime(config, store, sides, files, n, settings, say)
-            for n in names
-        }
+        # Sampled around every regime: a 1-minute average would miss a busy spell
+        # in the middle of a long comparison.
+        loads = [load_average()]
+        measured = {}
+        for n in names:
+            measured[n] = done.get(n) or _measure_regime(
+                config, store, sides, files, n, settings, say
+            )
+            loads.append(load_average())
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
             comparison = _confirm(config, store, sides, files, comparison, settings, say)
+        comparison = _with_load(comparison, loads)
         for s in sides.values():
             store.finish_run(s.run.id, "complete")
         store.save_comparison(comparison)
         if key:
             store.clear_pending(key)
     return comparison
+
+
+def _with_load(c: Comparison, loads: list[float | None]) -> Comparison:
+    """Record the load average around the measurement; warn when it competed for CPUs."""
+    from perfctl.machine import busy_warning
+
+    warning = busy_warning(loads, os.cpu_count())
+    seen = [x for x in loads if x is not None]
+    span = [min(seen), max(seen)] if seen else None
+    return replace(
+        c,
+        settings={**c.settings, "load_average": span},
+        warnings=(*c.warnings, warning) if warning else c.warnings,
+    )
 
 
 def _resume_key(sides: dict[str, _Side], files: list[Path], settings: CompareSettings) -> str:

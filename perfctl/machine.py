@@ -59,3 +59,27 @@ def fingerprint() -> Machine:
         python=python,
         hostname=socket.gethostname(),
     )
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_warning(loads: list[float | None], cpus: int | None) -> str | None:
+    """A warning when the machine was busier than its CPUs while measuring.
+
+    The benchmark process itself adds about 1 to the load, so a load above the
+    CPU count means other work competed with it for a core.
+    """
+    seen = [x for x in loads if x is not None]
+    if not seen or not cpus or max(seen) <= cpus:
+        return None
+    return (
+        f"the machine was busy while measuring (load average up to {max(seen):.1f} on "
+        f"{cpus} CPUs): expect wider intervals and inconclusive verdicts; "
+        "measure on a quiet machine"
+    )

@@ -95,6 +95,8 @@ def test_regression_then_improvement_then_no_change(repo: GitRepo) -> None:
     data = json.loads(slower.stdout)
     assert data["base"]["subject"] == "c1: baseline" and data["commits"]
     assert data["correction"] == "benjamini-hochberg"
+    low, high = data["settings"]["load_average"]  # read from the OS around each regime
+    assert 0 <= low <= high
     assert rows["work"]["p_adjusted"] >= rows["work"]["p_value"]
     # every raw value is kept, with the interleaving order
     assert len(rows["work"]["base_values"]) == 8
