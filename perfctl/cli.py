@@ -58,11 +58,12 @@ def _usage_error(exc: Exception) -> int:
 def main() -> None:
     """Console-script entry point with uniform error handling."""
     _register_all()
+    _common.stop_cleanly_on_signals()
     try:
         rv = app(standalone_mode=False)
-    except KeyboardInterrupt:
-        _common.interrupted()
-        code = 130
+    except KeyboardInterrupt as exc:
+        _common.interrupted(exc)
+        code = _common.interrupted_code(exc)
     except BrokenPipeError:
         # Output piped into e.g. `head`: silence the closed stdout.
         devnull = os.open(os.devnull, os.O_WRONLY)

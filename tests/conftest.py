@@ -89,3 +89,16 @@ def run_cli(
 def cli():
     """The run_cli helper as a fixture."""
     return run_cli
+
+
+def default_signals() -> None:
+    """preexec_fn: a child that a test stops the way a terminal does.
+
+    A suite started in the background (nohup, `&`) hands its children an ignored
+    SIGINT, and Python then never raises KeyboardInterrupt; a terminal's Ctrl-C
+    reaches a foreground process whose SIGINT is at its default.
+    """
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GitRepo, run_cli
+from tests.conftest import GitRepo, default_signals, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -283,28 +283,40 @@ def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:
     assert run_cli("runs", "--format", "json", cwd=repo.path).stdout.strip() == "[]"
 
 
-def test_ctrl_c_exits_130_and_leaves_no_workers(repo: GitRepo) -> None:
+def _workers_of(repo: GitRepo) -> str:
+    """PIDs of benchmark workers measuring this repository's regimes."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"perfctl-regime.*{repo.path}"], capture_output=True, text=True
+    )
+    return found.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGINT, 130, "Error: interrupted\n"), (signal.SIGTERM, 143, "(SIGTERM)")],
+)
+def test_ctrl_c_or_sigterm_stops_cleanly_and_leaves_no_workers(
+    repo: GitRepo, sig: signal.Signals, code: int, said: str
+) -> None:
     runs_dir = repo.path / ".perfctl" / "runs"
-    before = set(runs_dir.glob("*")) if runs_dir.exists() else set()
     proc = subprocess.Popen(
         [sys.executable, "-m", "perfctl", "compare", "c1", "c2", *FAST],
         cwd=repo.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(set(runs_dir.glob("*")) - before) < 2:
+    while time.monotonic() < deadline and not _workers_of(repo):
+        assert proc.poll() is None, proc.communicate()[1]
         time.sleep(0.05)
-    time.sleep(1.0)  # inside the measurement loop
-    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)  # inside the measurement loop
+    proc.send_signal(sig)  # Ctrl-C from a terminal; SIGTERM from a cancelled CI job
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
-    assert "Error: interrupted" in err and "Hint:" in err and "Traceback" not in err
-    leftover = subprocess.run(
-        ["pgrep", "-f", f"perfctl-regime.*{repo.path}"], capture_output=True, text=True
-    )
-    assert leftover.stdout.strip() == ""
+    assert proc.returncode == code, err
+    assert said in err and "Hint:" in err and "Traceback" not in err
+    assert _workers_of(repo) == ""
     for record in runs_dir.glob("*/run.json"):
         json.loads(record.read_text())  # every stored record is whole
 

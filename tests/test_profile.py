@@ -18,7 +18,7 @@ from perfctl import profiling, pyspy, recording, stacks
 from perfctl.config import load_config
 from perfctl.errors import ProfileFailed
 from perfctl.model import RefInfo
-from tests.conftest import GitRepo, run_cli
+from tests.conftest import GitRepo, default_signals, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -440,6 +440,7 @@ def test_ctrl_c_keeps_a_shortened_profile(project: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
     regime_dir = project / "reports" / "profiles" / "hotloop"
     deadline = time.monotonic() + 60

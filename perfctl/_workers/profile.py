@@ -118,4 +118,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    # perfctl stops this loop with SIGINT; under nohup or a CI runner the worker
+    # would inherit an *ignored* SIGINT and never stop or write its status.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main(sys.argv[1:]))

@@ -51,9 +51,42 @@ def print_error(exc: PerfctlError) -> None:
     sys.stderr.flush()
 
 
-def interrupted() -> None:
-    """What Ctrl-C prints: nothing was lost."""
-    sys.stderr.write("Error: interrupted\n")
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C would be so the same clean-up runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def stop_cleanly_on_signals() -> None:
+    """Make SIGTERM and SIGHUP (CI cancels, closed terminals) stop like Ctrl-C.
+
+    Without this they kill perfctl outright, leaving its workers (own sessions,
+    so they miss the signal) running. A signal ignored at start (nohup) stays ignored.
+    """
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _raise_terminated)
+
+
+def interrupted_code(exc: KeyboardInterrupt) -> int:
+    """128 + the signal number: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def interrupted(exc: KeyboardInterrupt | None = None) -> None:
+    """What Ctrl-C (or SIGTERM/SIGHUP) prints: nothing was lost."""
+    import signal
+
+    how = f" ({signal.Signals(exc.signum).name})" if isinstance(exc, Terminated) else ""
+    sys.stderr.write(f"Error: interrupted{how}\n")
     sys.stderr.write("Hint: everything completed was kept; re-run the command to resume\n")
 
 
@@ -72,9 +105,9 @@ def guarded(fn: F) -> F:
         except PerfctlError as exc:
             print_error(exc)
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            interrupted()
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            interrupted(exc)
+            raise typer.Exit(interrupted_code(exc)) from None
 
     return wrapper  # type: ignore[return-value]
 
