@@ -72,6 +72,14 @@ LOOK_ALPHA_DIVISOR = 50.0
 # widening), while a true +5% change keeps most of its early stops.
 LOOK_WIDENING = 1.2
 
+# Futility stop: after FUTILITY_MIN_N processes a side, a raw p above FUTILITY_P
+# with the CI inside +/-FUTILITY_BOUND (the change the defaults are powered for)
+# ends sampling as "no change". Without it an unchanged regime on a noisy
+# machine samples until the time budget; see benchmarks/sequential_sim.py.
+FUTILITY_MIN_N = 30
+FUTILITY_P = 0.2
+FUTILITY_BOUND = 0.05
+
 # Log-scale noise below 0.1% is below what any benchmark resolves; without a
 # floor a noise-free series would make every rounding error a change point.
 _SIGMA_FLOOR = 1e-3
@@ -369,7 +377,14 @@ def decide(
     return _not_significant(change, p_adjusted, threshold, noisy)
 
 
-def is_clear(change: Change, *, threshold: float, alpha: float = 0.05, n_min: int = 3) -> bool:
+def is_clear(
+    change: Change,
+    *,
+    threshold: float,
+    alpha: float = 0.05,
+    n_min: int = 3,
+    futility: bool = True,
+) -> bool:
     """Whether more rounds would not change the answer, so sampling can stop.
 
     True once the CI lies wholly inside the noise band, or wholly beyond it
@@ -384,10 +399,24 @@ def is_clear(change: Change, *, threshold: float, alpha: float = 0.05, n_min: in
         return False
     if -threshold < change.ci_low and change.ci_high < threshold:
         return True
+    if futility and _futile(change):
+        return True
     low = change.change - LOOK_WIDENING * (change.change - change.ci_low)
     high = change.change + LOOK_WIDENING * (change.ci_high - change.change)
     beyond = low > threshold or high < -threshold
     return beyond and change.p_value < alpha / LOOK_ALPHA_DIVISOR
+
+
+def _futile(change: Change) -> bool:
+    """Whether more rounds are very unlikely to turn up a change worth reporting."""
+    if change.n_base is None or change.n_head is None:
+        return False
+    return (
+        min(change.n_base, change.n_head) >= FUTILITY_MIN_N
+        and change.p_value > FUTILITY_P
+        and -FUTILITY_BOUND < change.ci_low
+        and change.ci_high < FUTILITY_BOUND
+    )
 
 
 def _noise_sigma(y: np.ndarray) -> float:

@@ -345,7 +345,8 @@ def test_is_clear_inside_or_well_beyond_the_band() -> None:
 
 def test_is_clear_not_while_the_answer_could_change() -> None:
     assert not stats.is_clear(change(0.02, 0.01, 0.03), threshold=0.02)  # straddles the edge
-    assert not stats.is_clear(change(0.0, -0.03, 0.03, p=0.9), threshold=0.02)  # too wide
+    too_wide = change(0.0, -0.03, 0.03, p=0.9, n=12)  # and too early for the futility stop
+    assert not stats.is_clear(too_wide, threshold=0.02)
     assert not stats.is_clear(change(0.10, 0.08, 0.12, p=1e-4, n=2), threshold=0.02)  # too few
     # Beyond at 95% but not once widened for repeated looks: 0.05 - 1.2 * 0.026 < 0.02.
     assert not stats.is_clear(change(0.05, 0.024, 0.076, p=1e-4), threshold=0.02)
@@ -359,6 +360,18 @@ def test_is_clear_needs_haybittle_peto_significance_to_stop_on_a_change() -> Non
     assert decide(c, p_adj=c.p_value)[0] == REGRESSED
     assert not stats.is_clear(c, threshold=0.02)
     assert stats.is_clear(c, threshold=0.02, alpha=0.2)
+
+
+def test_is_clear_stops_for_futility_once_a_worthwhile_change_is_ruled_out() -> None:
+    # 30 a side, p far from significance, CI inside +/-5%: more rounds would
+    # almost never turn up a change worth reporting.
+    futile = change(0.005, -0.03, 0.035, p=0.6, n=30)
+    assert stats.is_clear(futile, threshold=0.02)
+    assert not stats.is_clear(futile, threshold=0.02, futility=False)
+    assert not stats.is_clear(change(0.005, -0.03, 0.035, p=0.6, n=29), threshold=0.02)
+    assert not stats.is_clear(change(0.02, -0.01, 0.055, p=0.3, n=40), threshold=0.02)
+    assert not stats.is_clear(change(0.02, -0.005, 0.045, p=0.15, n=40), threshold=0.02)
+    assert not stats.is_clear(change(0.005, -0.03, 0.035, p=0.6, n=None), threshold=0.02)
 
 
 # --- simulations -------------------------------------------------------------------
@@ -403,12 +416,24 @@ def test_twofold_slowdown_is_regressed_even_in_noisy_data() -> None:
     assert verdicts.count(REGRESSED) / len(verdicts) >= 0.95
 
 
-def sequential_verdict(base: Processes, head: Processes) -> tuple[str, int]:
+def sequential_verdict(base: Processes, head: Processes, futility: bool = True) -> tuple[str, int]:
     """The runner's schedule: 10 rounds, then one more until clear or all used."""
     for n in range(10, len(base) + 1):
-        if stats.is_clear(stats.compare_sides(base[:n], head[:n]), threshold=0.02):
+        change = stats.compare_sides(base[:n], head[:n])
+        if stats.is_clear(change, threshold=0.02, futility=futility):
             break
     return verdict_of(base[:n], head[:n]), n
+
+
+def test_futility_stop_ends_unchanged_regimes_early_in_noise() -> None:
+    # At CV 7% an unchanged regime's CI needs ~80 rounds to fit inside +/-2%;
+    # the futility stop ends it at ~37 (see benchmarks/sequential_sim.py).
+    rng = np.random.default_rng(21)
+    pairs = [simulate(rng, 80, cv=0.07) for _ in range(60)]
+    on = [sequential_verdict(b, h) for b, h in pairs]
+    off = [sequential_verdict(b, h, futility=False) for b, h in pairs]
+    assert np.mean([n for _, n in on]) < 45 < np.mean([n for _, n in off])
+    assert sum(v in FALSE_VERDICTS for v, _ in on) <= 2
 
 
 def test_sequential_sampling_keeps_aa_false_verdicts_below_two_percent() -> None:
@@ -490,3 +515,13 @@ def test_change_points_edge_cases() -> None:
     assert len(stats.change_points(step, penalty=0.1)) > 1
     with pytest.raises(ValueError, match="positive"):
         stats.change_points([1.0, 0.0, 1.0, 1.0])
+
+
+def test_busy_machine_warning_names_the_load_against_the_cpus() -> None:
+    from perfctl.machine import busy_warning
+
+    assert busy_warning([0.5, 1.9, None], 2) is None  # the benchmark itself adds ~1
+    warning = busy_warning([1.0, 4.24, None], 2)
+    assert warning is not None
+    assert warning.startswith("the machine was busy while measuring (load average up to 4.2 on 2")
+    assert busy_warning([None], 2) is None and busy_warning([9.0], None) is None

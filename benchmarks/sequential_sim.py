@@ -1,0 +1,92 @@
+"""Simulate compare's sequential sampling: false verdicts, power and rounds used.
+
+Replays the real decision code (``perfctl.stats.compare_sides``, ``is_clear``,
+``decide``) on simulated ABBA process means, so a change to the stopping rule
+can be judged before it ships. Usage::
+
+    python benchmarks/sequential_sim.py --trials 400
+
+Each cell prints the share of regressed/improved/other verdicts and the mean
+number of rounds; ``--futility 0`` switches the futility stop off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from perfctl import stats
+from perfctl.model import IMPROVED, REGRESSED
+
+# The process model is the one tests/test_stats.py asserts against: one model, two uses.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.test_stats import cv_of, simulate  # noqa: E402
+
+
+def one_run(
+    rng: np.random.Generator, shift: float, cv: float, first: int, last: int, futility: bool
+) -> tuple[str, int]:
+    """One sequential comparison: (verdict, rounds used)."""
+    base, head = simulate(rng, last, shift=shift, cv=cv)
+    n = first
+    while True:
+        change = stats.compare_sides(base[:n], head[:n])
+        if n >= last or stats.is_clear(change, threshold=0.02, futility=futility):
+            break
+        n += 1
+    verdict, _ = stats.decide(
+        change,
+        change.p_value,
+        threshold=0.02,
+        alpha=0.05,
+        base_cv=cv_of(base[:n]),
+        head_cv=cv_of(head[:n]),
+    )
+    return verdict, n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--max-rounds", type=int, default=80)
+    parser.add_argument("--cv", type=float, nargs="+", default=[0.03, 0.05, 0.07, 0.10])
+    parser.add_argument("--shift", type=float, nargs="+", default=[0.0, 0.03, 0.05, 0.10])
+    parser.add_argument("--futility", type=int, choices=(0, 1), nargs="+", default=[0, 1])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--futility-p", type=float, default=stats.FUTILITY_P)
+    parser.add_argument("--futility-bound", type=float, default=stats.FUTILITY_BOUND)
+    parser.add_argument("--futility-min-n", type=int, default=stats.FUTILITY_MIN_N)
+    args = parser.parse_args()
+    # Candidate rules are tried by setting the module's constants.
+    stats.FUTILITY_P = args.futility_p
+    stats.FUTILITY_BOUND = args.futility_bound
+    stats.FUTILITY_MIN_N = args.futility_min_n
+    print("| futility | CV | true change | regressed | improved | other | mean rounds |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    started = time.monotonic()
+    for fut in args.futility:
+        for cv in args.cv:
+            for shift in args.shift:
+                rng = np.random.default_rng(args.seed)
+                runs = [
+                    one_run(rng, shift, cv, args.rounds, args.max_rounds, bool(fut))
+                    for _ in range(args.trials)
+                ]
+                reg = sum(v == REGRESSED for v, _ in runs) / len(runs)
+                imp = sum(v == IMPROVED for v, _ in runs) / len(runs)
+                rounds = sum(n for _, n in runs) / len(runs)
+                print(
+                    f"| {'on' if fut else 'off'} | {cv:.0%} | {shift:+.0%} | {reg:.1%} | "
+                    f"{imp:.1%} | {1 - reg - imp:.1%} | {rounds:.1f} |",
+                    flush=True,
+                )
+    print(f"\n{args.trials} trials per cell, {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
