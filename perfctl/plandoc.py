@@ -30,7 +30,8 @@ from perfctl.errors import PlanError
 from perfctl.model import Comparison, SideStats
 
 if TYPE_CHECKING:
-    from perfctl.plan import Check, PhaseState, PlanSpec, Row
+    from perfctl.plan import PhaseState, Row
+    from perfctl.planspec import Check, PlanSpec
 
 STATIC_BLOCKS = ("phase-tracker", "baseline", "success-metrics", "update-log")
 MARKER_HINT = (
