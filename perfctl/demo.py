@@ -10,7 +10,7 @@ phases of its optimization plan (tags ``phase-0`` … ``phase-4``):
 4. always-recompute → epoch-cached propagation.
 
 Then the real pipeline runs on it: compare first vs last commit, profile the
-first phase's target regime (payload_large_sum) on both refs, render the HTML report, and regenerate the
+most-improved regime on both refs, render the HTML report, and regenerate the
 optimization plan (one comparison per phase). Everything printed is measured.
 """
 
@@ -106,15 +106,9 @@ def _env() -> dict[str, str]:
     return dict(os.environ)
 
 
-def _profile_target(c: Comparison, preferred: str | None) -> str | None:
-    """The regime the demo profiles: the plan's first target if it improved, else the most-improved.
-
-    Two ~100x improvements swap places from run to run; a fixed first choice keeps the
-    artefact paths the same on every machine.
-    """
+def _most_improved(c: Comparison) -> str | None:
+    """The improved regime with the largest speed-up (the demo profiles it)."""
     improved = [r for r in c.regimes if r.verdict == IMPROVED and r.change is not None]
-    if preferred is not None and any(r.name == preferred for r in improved):
-        return preferred
     return min(improved, key=lambda r: r.change or 0).name if improved else None
 
 
@@ -137,9 +131,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         progress=say,
     )
     result = DemoResult(root=root, comparison=c)
-    spec = plan.load_spec(config)
-    first = spec.phases[0].regimes[0] if spec.phases and spec.phases[0].regimes else None
-    best = _profile_target(c, first)
+    best = _most_improved(c)
     if best:
         say(f"profiling {best} on {tags[0]} and {tags[-1]}")
         before, after = (envs.prepare_target(config, t) for t in (tags[0], tags[-1]))
@@ -156,6 +148,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         )
         open_store(config.state_dir).save_comparison(c)
         result.comparison = c
+    spec = plan.load_spec(config)
     for i, phase in enumerate(spec.phases):
         say(f"measuring phase {phase.id} ({phase.before} → {phase.after})")
         # The first phase is the plan's baseline: it measures the whole suite.

@@ -14,10 +14,14 @@ pytestmark = pytest.mark.slow
 GOLDEN = Path(__file__).parent / "golden" / "demo_structure.txt"
 
 
-def structure(root: Path) -> str:
-    """The demo's written files and PLAN.md's headings/markers, numbers stripped."""
+def structure(root: Path, profiled: str) -> str:
+    """The demo's written files and PLAN.md's headings/markers, numbers stripped.
+
+    The profiled regime is the most-improved one, which two ~100x phases take in
+    turns from machine to machine: its directory is shown as ``<most-improved>``.
+    """
     files = sorted(
-        str(p.relative_to(root))
+        str(p.relative_to(root)).replace(f"profiles/{profiled}/", "profiles/<most-improved>/")
         for p in root.rglob("*")
         if p.is_file()
         and not {".git", ".perfctl", "__pycache__"} & set(p.parts)
@@ -54,7 +58,15 @@ def test_demo_quick(tmp_path: Path) -> None:
     # A second plan update with no new data changes nothing.
     again = run_cli("plan", "update", "PLAN.md", "--check", cwd=root)
     assert again.returncode == 0, again.stderr
-    got = structure(root)
+    # The profile is of the most-improved regime of the first-vs-last comparison.
+    stored = [json.loads(p.read_text()) for p in (root / ".perfctl" / "comparisons").glob("*.json")]
+    first_last = next(
+        x for x in stored if (x["base"]["ref"], x["head"]["ref"]) == ("phase-0", "phase-4")
+    )
+    improved = [r for r in first_last["regimes"] if r["verdict"] == "improved"]
+    profiled = min(improved, key=lambda r: r["change"])["name"]
+    assert (root / "reports" / "profiles" / profiled / "phase-0-vs-phase-4" / "diff.svg").is_file()
+    got = structure(root, profiled)
     if not GOLDEN.exists() or __import__("os").environ.get("PERFCTL_UPDATE_GOLDEN"):
         GOLDEN.write_text(got, encoding="utf-8")
     assert got == GOLDEN.read_text(encoding="utf-8")

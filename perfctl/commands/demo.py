@@ -46,7 +46,7 @@ def demo_cmd(
     """Run the whole loop on a bundled project with a real optimization history.
 
     Writes minibridge as a git repo (one commit per optimization phase), compares
-    the first commit with the last, profiles the first phase's target regime on both,
+    the first commit with the last, profiles the most-improved regime on both,
     renders the HTML report and regenerates PLAN.md from measured phases.
 
     Example: perfctl demo /tmp/minibridge
