@@ -111,12 +111,18 @@ class DiffResult:
 
 
 def resolve_target(
-    config: Config, ref: str, *, rebuild: bool = False, log: Log | None = None
+    config: Config,
+    ref: str,
+    *,
+    rebuild: bool = False,
+    isolated: bool = False,
+    log: Log | None = None,
 ) -> Target:
-    """WORKTREE: this interpreter, in place; any other ref: its built environment."""
+    """WORKTREE: this interpreter, in place (``isolated``: a built env, as compare does);
+    any other ref: its built environment."""
     from perfctl import envs
 
-    if ref == WORKTREE:
+    if ref == WORKTREE and not isolated:
         return envs.current_target(config)
     return envs.prepare_target(config, ref, rebuild=rebuild, log=log)
 

@@ -81,12 +81,16 @@ def interrupted_code(exc: KeyboardInterrupt) -> int:
     return 128 + exc.signum if isinstance(exc, Terminated) else 130
 
 
-def interrupted(exc: KeyboardInterrupt | None = None) -> None:
-    """What Ctrl-C (or SIGTERM/SIGHUP) prints: nothing was lost."""
+def signal_note(exc: KeyboardInterrupt | None) -> str:
+    """`` (SIGTERM)`` / `` (SIGHUP)`` for a Terminated, nothing for Ctrl-C."""
     import signal
 
-    how = f" ({signal.Signals(exc.signum).name})" if isinstance(exc, Terminated) else ""
-    sys.stderr.write(f"Error: interrupted{how}\n")
+    return f" ({signal.Signals(exc.signum).name})" if isinstance(exc, Terminated) else ""
+
+
+def interrupted(exc: KeyboardInterrupt | None = None) -> None:
+    """What Ctrl-C (or SIGTERM/SIGHUP) prints: nothing was lost."""
+    sys.stderr.write(f"Error: interrupted{signal_note(exc)}\n")
     sys.stderr.write("Hint: everything completed was kept; re-run the command to resume\n")
 
 

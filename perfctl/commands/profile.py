@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from perfctl.commands._common import ANALYSE, ProjectOpt, TableOrJson, emit, guarded
+from perfctl.commands._common import (
+    ANALYSE,
+    ProjectOpt,
+    TableOrJson,
+    emit,
+    guarded,
+    interrupted_code,
+    signal_note,
+)
 from perfctl.commands.measure import RegimesOpt
 
 if TYPE_CHECKING:
@@ -145,11 +153,11 @@ def profile_cmd(
             _single(config, regime, ref, fmt, options)
         else:
             _pair(config, regime, vs, ref, fmt, options)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # typer turns a bare KeyboardInterrupt into a silent exit 130: say what happened.
-        _say("Error: interrupted")
+        _say(f"Error: interrupted{signal_note(exc)}")
         _say("Hint: a profile stopped by Ctrl-C is kept, marked interrupted; re-run for a full one")
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupted_code(exc)) from None
 
 
 def _single(
@@ -177,8 +185,10 @@ def _pair(
 ) -> None:
     from perfctl import profiling
 
-    after = profiling.resolve_target(config, after_ref, log=_say)
-    before = profiling.resolve_target(config, before_ref, log=_say)
+    # Both sides in built environments (WORKTREE from a snapshot, as compare does):
+    # the two profiles then differ in the code only, never in the interpreter setup.
+    after = profiling.resolve_target(config, after_ref, isolated=True, log=_say)
+    before = profiling.resolve_target(config, before_ref, isolated=True, log=_say)
     d = profiling.profile_pair(config, regime, before, after, **options)
     _warn(d.diff.warnings)
     if fmt == TableOrJson.json:
