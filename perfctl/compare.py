@@ -72,6 +72,7 @@ RIGOROUS = CompareSettings(
 
 def settings_for(
     *,
+    config: Config | None = None,
     fast: bool = False,
     rigorous: bool = False,
     rounds: int | None = None,
@@ -85,22 +86,41 @@ def settings_for(
     seed: int = 0,
     **kw: object,
 ) -> CompareSettings:
-    """The settings chosen by command-line flags (a preset plus overrides)."""
+    """The settings chosen by flags: a preset, then config keys, then flags win.
+
+    The config's ``rounds``/``time_budget`` tune the default preset only (an explicit
+    ``--fast``/``--rigorous`` keeps its own); ``threshold``/``alpha`` always apply.
+    """
     from perfctl.errors import UsageError
 
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    for flag, given in (
+        ("--rounds", rounds),
+        ("--max-rounds", max_rounds),
+        ("--values", values),
+        ("--min-time", min_time),
+        ("--time-budget", time_budget),
+    ):
+        if given is not None and given <= 0:
+            raise UsageError(f"{flag} must be above 0 (got {given:g})", "or leave it out")
+    if config is not None:
+        if not (fast or rigorous):
+            rounds = rounds if rounds is not None else config.rounds
+            time_budget = time_budget if time_budget is not None else config.time_budget
+        threshold = threshold if threshold is not None else config.threshold
+        alpha = alpha if alpha is not None else config.alpha
     s = FAST if fast else RIGOROUS if rigorous else DEFAULT
     sched = s.schedule
-    first = rounds or sched.rounds
-    last = max(max_rounds or max(sched.max_rounds, first), first)
+    first = rounds if rounds is not None else sched.rounds
+    last = max(max_rounds if max_rounds is not None else max(sched.max_rounds, first), first)
     sched = replace(
         sched,
         rounds=first,
         max_rounds=last,
-        values=values or sched.values,
-        min_time=min_time or sched.min_time,
-        time_budget=time_budget or sched.time_budget,
+        values=values if values is not None else sched.values,
+        min_time=min_time if min_time is not None else sched.min_time,
+        time_budget=time_budget if time_budget is not None else sched.time_budget,
         order=order,
         seed=seed,
         threshold=threshold if threshold is not None else sched.threshold,

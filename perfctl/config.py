@@ -124,6 +124,39 @@ def _expect(
     return value
 
 
+def _bounded(
+    table: dict[str, Any],
+    key: str,
+    path: Path | None,
+    default: float,
+    *,
+    low: float,
+    high: float,
+    low_ok: bool = False,
+) -> float:
+    """A number strictly inside (low, high) (``low_ok``: low allowed); absent: default."""
+    value = _expect(table, key, (int, float), path)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not ((low <= value if low_ok else low < value) and value < high):
+        raise ConfigError(
+            f"{path}: `{key}` = {value!r} is out of range",
+            f"use a fraction {'from' if low_ok else 'above'} {low:g} and below {high:g} "
+            f"(default {default:g})",
+        )
+    return float(value)
+
+
+def _positive(
+    table: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path | None
+) -> Any:
+    """A number above zero, or None when absent."""
+    value = _expect(table, key, kind, path)
+    if value is not None and (isinstance(value, bool) or value <= 0):
+        raise ConfigError(f"{path}: `{key}` = {value!r} must be above 0", "or leave it out")
+    return value
+
+
 def load_config(start: Path | None = None) -> Config:
     """Find the project root from ``start`` and read its perfctl configuration."""
     root = find_root(start or Path.cwd())
@@ -145,10 +178,10 @@ def load_config(start: Path | None = None) -> Config:
         python=_expect(table, "python", str, source),
         inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
         subjects=dict(_expect(table, "subjects", dict, source) or {}),
-        threshold=float(_expect(table, "threshold", (int, float), source) or 0.02),
-        alpha=float(_expect(table, "alpha", (int, float), source) or 0.05),
-        rounds=_expect(table, "rounds", int, source),
-        time_budget=_expect(table, "time_budget", (int, float), source),
+        threshold=_bounded(table, "threshold", source, 0.02, low=0.0, high=1.0, low_ok=True),
+        alpha=_bounded(table, "alpha", source, 0.05, low=0.0, high=1.0),
+        rounds=_positive(table, "rounds", int, source),
+        time_budget=_positive(table, "time_budget", (int, float), source),
         plan=dict(_expect(table, "plan", dict, source) or {}),
         ci=dict(_expect(table, "ci", dict, source) or {}),
     )

@@ -14,10 +14,10 @@ code meaning
 0    ok
 1    regression found (only when gating, e.g. ``--fail-on-regression``)
 2    usage or configuration error (:class:`UsageError`, :class:`ConfigError`,
-     :class:`RegimeLoadError`, :class:`GitError`, :class:`PlanError`)
+     :class:`RegimeLoadError`, :class:`GitError`, :class:`PlanError`,
+     :class:`StoreError`: an unknown id, or nothing stored yet to work from)
 3    build, regime or tool failure (:class:`BuildError`, :class:`RegimeFailed`,
-     :class:`ProfilerUnavailable`, :class:`ProfileFailed`,
-     :class:`PublishError`, :class:`StoreError`)
+     :class:`ProfilerUnavailable`, :class:`ProfileFailed`, :class:`PublishError`)
 ==== =====================================================================
 """
 

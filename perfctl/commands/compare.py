@@ -107,6 +107,7 @@ def compare_cmd(
 
     config = load_config(project)
     settings = compare.settings_for(
+        config=config,
         fast=fast,
         rigorous=rigorous,
         rounds=rounds,
@@ -114,8 +115,8 @@ def compare_cmd(
         values=values,
         min_time=min_time,
         time_budget=time_budget,
-        threshold=threshold if threshold is not None else config.threshold,
-        alpha=alpha if alpha is not None else config.alpha,
+        threshold=threshold,
+        alpha=alpha,
         order=order.value,
         seed=seed,
         confirm=confirm,

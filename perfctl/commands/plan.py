@@ -71,9 +71,10 @@ def update_cmd(
     from perfctl.config import load_config
     from perfctl.plan import update_plan
 
-    settings = settings_for(fast=fast, rigorous=rigorous)
+    config = load_config(project)
+    settings = settings_for(config=config, fast=fast, rigorous=rigorous)
     result = update_plan(
-        load_config(project), path, measure=measure, check=check, settings=settings, progress=_say
+        config, path, measure=measure, check=check, settings=settings, progress=_say
     )
     for warning in result.warnings:
         _say(f"Warning: {warning}")

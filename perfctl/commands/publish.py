@@ -217,6 +217,7 @@ def ci_cmd(
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
     settings = settings_for(
+        config=config,
         fast=fast,
         rigorous=rigorous,
         rounds=rounds,
@@ -224,8 +225,8 @@ def ci_cmd(
         values=None,
         min_time=None,
         time_budget=time_budget,
-        threshold=threshold if threshold is not None else config.threshold,
-        alpha=alpha if alpha is not None else config.alpha,
+        threshold=threshold,
+        alpha=alpha,
         order="abba",
         seed=0,
         confirm=confirm,
@@ -283,16 +284,24 @@ def init(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite files perfctl init wrote before.")
     ] = False,
+    install: Annotated[
+        str | None,
+        typer.Option(
+            "--install",
+            help="What the workflows pip-install (default: this perfctl's version, "
+            "perfctl==VERSION); a requirement, URL or path.",
+        ),
+    ] = None,
     project: ProjectOpt = None,
 ) -> None:
     """Set a project up: perfctl config, a starter regimes file and, optionally, CI workflows.
 
     Example: perfctl init --ci github
     """
-    from perfctl.scaffold import init_project
+    from perfctl.scaffold import DEFAULT_INSTALL, init_project
 
     root = (project or Path.cwd()).resolve()
-    for step in init_project(root, ci.value if ci else None, force):
+    for step in init_project(root, ci.value if ci else None, force, install or DEFAULT_INSTALL):
         emit(f"{step.action:<11} {step.path.relative_to(root)}")
 
 

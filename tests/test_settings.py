@@ -1,0 +1,56 @@
+"""Compare settings: preset, then config keys, then flags; bad values are usage errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfctl.compare import settings_for
+from perfctl.config import load_config
+from perfctl.errors import ConfigError, UsageError
+
+
+def project(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\nversion = "0"\n\n[tool.perfctl]\nregimes = ["r.py"]\n' + body,
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+def test_config_keys_tune_the_default_preset_and_flags_win(tmp_path: Path) -> None:
+    config = load_config(
+        project(tmp_path, "rounds = 14\ntime_budget = 25\nthreshold = 0.03\nalpha = 0.01\n")
+    )
+    s = settings_for(config=config)
+    assert (s.schedule.rounds, s.schedule.time_budget) == (14, 25)
+    assert (s.threshold, s.alpha) == (0.03, 0.01)
+    flags = settings_for(config=config, rounds=12, time_budget=5, threshold=0.05, alpha=0.1)
+    assert (flags.schedule.rounds, flags.schedule.time_budget) == (12, 5)
+    assert (flags.threshold, flags.alpha) == (0.05, 0.1)
+    # An explicit preset keeps its own schedule; the decision settings still apply.
+    fast = settings_for(config=config, fast=True)
+    assert (fast.schedule.rounds, fast.schedule.max_rounds) == (6, 6)
+    assert fast.threshold == 0.03
+
+
+def test_a_zero_threshold_is_kept_not_replaced_by_the_default(tmp_path: Path) -> None:
+    config = load_config(project(tmp_path, "threshold = 0\n"))
+    assert config.threshold == 0.0
+    assert settings_for(config=config).threshold == 0.0
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["alpha = 0\n", "alpha = 1.5\n", "threshold = -0.1\n", "rounds = 0\n", "time_budget = -3\n"],
+)
+def test_out_of_range_config_values_are_config_errors(tmp_path: Path, body: str) -> None:
+    with pytest.raises(ConfigError, match="out of range|must be above 0"):
+        load_config(project(tmp_path, body))
+
+
+@pytest.mark.parametrize("flag", ["rounds", "max_rounds", "values", "min_time", "time_budget"])
+def test_non_positive_flags_are_usage_errors(flag: str) -> None:
+    with pytest.raises(UsageError, match="must be above 0"):
+        settings_for(**{flag: 0})
