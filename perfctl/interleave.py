@@ -129,6 +129,7 @@ def measure_pair(
         data[side].loops = loops
     rng, n = random.Random(sched.seed), 0
     for i in range(sched.max_rounds):
+        started = time.monotonic()
         for side in round_order(i, sched, rng):
             _one(workers, info, side, sched, loops, tmp, n, logs, deadline, data[side])
             n += 1
@@ -136,8 +137,12 @@ def measure_pair(
             progress(i + 1)
         if not (data["base"].ok and data["head"].ok):
             break
+        now = time.monotonic()
+        # Optional rounds must never run into the regime's own timeout: that would turn
+        # a regime whose timeout is shorter than the sampling budget into a failure.
+        no_room = now + 2 * (now - started) > deadline
         if i + 1 >= sched.rounds and (
-            time.monotonic() > soft_end or is_clear(data["base"].processes, data["head"].processes)
+            now > soft_end or no_room or is_clear(data["base"].processes, data["head"].processes)
         ):
             break
     return data
