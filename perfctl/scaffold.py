@@ -17,11 +17,14 @@ and .gitignore are only ever appended to, never rewritten.
 
 from __future__ import annotations
 
+import re
+import shlex
 import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from perfctl import __version__
 from perfctl.errors import ConfigError, UsageError
 
 REGIMES_PATH = "benchmarks/regimes.py"
@@ -30,6 +33,13 @@ WORKFLOWS = {
     ".github/workflows/perfctl-comment.yml": "workflow-github-comment.yml",
 }
 CI_KINDS = ("github",)
+# What the workflows pip-install: pinned to the perfctl that wrote them, so CI
+# measures with the version the project was set up with.
+DEFAULT_INSTALL = f"perfctl=={__version__}"
+INSTALL_MARKER = "__PERFCTL_INSTALL__"
+# A requirement, a URL (git+https://…@tag, …#egg=) or a path: no spaces, quotes or
+# shell syntax, since it lands in a workflow's `run:` line.
+_INSTALL_SPEC = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9._\-\[\]=<>!~,+:/@%#]*$")
 STATE_IGNORE = ".perfctl/"
 SETTINGS = f"""regimes = ["{REGIMES_PATH}"]
 # threshold = 0.02      # noise band: changes inside ±2% are "within noise"
@@ -107,8 +117,21 @@ def gitignore_step(root: Path) -> Step:
     return Step(path, f"{sep}{STATE_IGNORE}\n", "append", "appended" if old else "created")
 
 
-def plan_init(root: Path, ci: str | None = None, force: bool = False) -> list[Step]:
+def install_line(spec: str) -> str:
+    """The workflows' pip argument for ``spec``, quoted; UsageError when unsafe."""
+    if not _INSTALL_SPEC.match(spec):
+        raise UsageError(
+            f"--install `{' '.join(spec.split())}` is not a plain requirement, URL or path",
+            'e.g. --install "perfctl==0.1.0" or --install git+https://github.com/ORG/perfctl@v0.1.0',
+        )
+    return shlex.quote(spec)
+
+
+def plan_init(
+    root: Path, ci: str | None = None, force: bool = False, install: str = DEFAULT_INSTALL
+) -> list[Step]:
     """Every change `perfctl init` would make; UsageError if one would clobber a file."""
+    pip_arg = install_line(install)
     if not root.is_dir():
         raise UsageError(f"{root} is not a directory", "pass an existing project with -C DIR")
     if ci is not None and ci not in CI_KINDS:
@@ -123,7 +146,8 @@ def plan_init(root: Path, ci: str | None = None, force: bool = False) -> list[St
     steps.append(gitignore_step(root))
     if ci == "github":
         steps += [
-            _write(root, rel, template(name), force, conflicts) for rel, name in WORKFLOWS.items()
+            _write(root, rel, template(name).replace(INSTALL_MARKER, pip_arg), force, conflicts)
+            for rel, name in WORKFLOWS.items()
         ]
     if conflicts:
         raise UsageError(
@@ -146,8 +170,10 @@ def apply(steps: list[Step]) -> None:
             step.path.write_text(step.text, encoding="utf-8")
 
 
-def init_project(root: Path, ci: str | None = None, force: bool = False) -> list[Step]:
+def init_project(
+    root: Path, ci: str | None = None, force: bool = False, install: str = DEFAULT_INSTALL
+) -> list[Step]:
     """Scaffold perfctl into ``root``; returns what was done, file by file."""
-    steps = plan_init(root, ci, force)
+    steps = plan_init(root, ci, force, install)
     apply(steps)
     return steps

