@@ -26,7 +26,7 @@ RegimesOpt = Annotated[
     typer.Option(
         "--regimes",
         help="Regimes file or directory (repeatable); `builtin` or "
-        "`builtin:FAMILY` for the bundled suite. Default: [tool.perfctl] regimes.",
+        "`builtin:FAMILY` for the bundled suite. Default: the `regimes` config key.",
     ),
 ]
 GlobOpt = Annotated[
