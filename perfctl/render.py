@@ -141,7 +141,8 @@ def format_run_table(run: Run) -> Any:
             continue
         iqr = f"{fmt_time(row['q1_s'])} – {fmt_time(row['q3_s'])}"
         ops = f"{row['ops_per_s']:,.0f}" if row["ops_per_s"] else "—"
-        note = row["warning"] or ", ".join(f"{k}={v:.4g}" for k, v in row["metrics"].items())
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in row["metrics"].items())
+        note = "; ".join(x for x in (row["warning"], shown) if x)
         table.add_row(
             esc(row["regime"]),
             fmt_time(row["median_s"]),
@@ -221,6 +222,47 @@ def format_compare_table(c: Comparison) -> Any:
     return table
 
 
+def regime_metric_rows(r: RegimeComparison) -> list[dict[str, Any]]:
+    """One row per metric the regime reported (p99, RSS, bandwidth…): base, head, change."""
+    rows = []
+    for name in dict.fromkeys([*r.metrics_base, *r.metrics_head]):
+        b, h = r.metrics_base.get(name), r.metrics_head.get(name)
+        change = h / b - 1 if b and h is not None else None
+        rows.append({"regime": r.name, "metric": name, "base": b, "head": h, "change": change})
+    return rows
+
+
+def metric_rows(c: Comparison) -> list[dict[str, Any]]:
+    """:func:`regime_metric_rows` of every regime, regressions first."""
+    return [m for r in c.sorted_regimes() for m in regime_metric_rows(r)]
+
+
+def fmt_metric(value: float | None) -> str:
+    """A regime-reported metric: four significant digits (its unit is in its name)."""
+    return "—" if value is None else f"{value:,.4g}"
+
+
+def format_metrics_table(c: Comparison) -> Any:
+    """A rich Table of the regimes' own metrics, or None when no regime reported any."""
+    from rich.table import Table
+
+    rows = metric_rows(c)
+    if not rows:
+        return None
+    table = Table(
+        title="Metrics reported by the regimes (median over processes)", title_justify="left"
+    )
+    for col, just in (("Regime", "left"), ("Metric", "left"), ("Base", "right"),
+                      ("Head", "right"), ("Change", "right")):  # fmt: skip
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for m in rows:
+        change = "—" if m["change"] is None else f"{m['change'] * 100:+.1f}%"
+        table.add_row(
+            esc(m["regime"]), esc(m["metric"]), fmt_metric(m["base"]), fmt_metric(m["head"]), change
+        )
+    return table
+
+
 CELL_MAX = 200  # longest user-controlled text kept in one markdown cell
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Backslash-escaped in user text: everything that starts inline markdown
@@ -265,6 +307,19 @@ def format_compare_markdown(c: Comparison) -> str:
         f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
         f"{c.threshold * 100:.0f}%._",
     ]
+    metrics = metric_rows(c)
+    if metrics:
+        lines += [
+            "",
+            "| Regime | Metric | Before | After | Change |",
+            "| --- | --- | ---: | ---: | ---: |",
+        ]
+        for m in metrics:
+            change = "—" if m["change"] is None else f"{m['change'] * 100:+.1f}%"
+            lines.append(
+                f"| {md_escape(m['regime'])} | {md_escape(m['metric'])} | "
+                f"{fmt_metric(m['base'])} | {fmt_metric(m['head'])} | {change} |"
+            )
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ from perfctl import charts
 from perfctl.charts import MovedNode, format_change, format_per_op
 from perfctl.errors import StoreError, UsageError
 from perfctl.model import VERDICTS, Comparison, RegimeComparison, Run
+from perfctl.render import fmt_metric, regime_metric_rows
 from perfctl.store import atomic_write_text
 
 if TYPE_CHECKING:
@@ -223,6 +224,15 @@ def _row(r: RegimeComparison, ids: IdMaker) -> dict[str, Any]:
         "ratio_sort": _sortable(r.head.baseline_ratio if r.head else None),
         "n": "/".join(str(s.n_processes) if s else "—" for s in (r.base, r.head)),
         "cv": "/".join(f"{s.cv * 100:.1f}%" if s else "—" for s in (r.base, r.head)),
+        "metrics": [
+            {
+                "name": m["metric"],
+                "base": fmt_metric(m["base"]),
+                "head": fmt_metric(m["head"]),
+                "change": format_change(m["change"]),
+            }
+            for m in regime_metric_rows(r)
+        ],
     }
 
 

@@ -698,3 +698,32 @@ def test_cli_errors(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
     done = cli("report", "nosuchid", cwd=project)
     assert done.returncode == 2
     assert done.stderr.startswith("Error: unknown comparison id `nosuchid`\n")
+
+
+def test_regime_metrics_show_in_html_markdown_and_terminal(project: Path) -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from perfctl.render import format_compare_markdown, format_metrics_table
+
+    c = make_comparison()
+    hostile = "p99_us<img src=x onerror=alert(1)>"
+    first = replace(
+        c.regimes[0],
+        metrics_base={"p99_us": 120.0, "rss_per_worker_bytes": 3.1e7, hostile: 1.0},
+        metrics_head={"p99_us": 90.0, "rss_per_worker_bytes": 3.1e7},
+    )
+    c = replace(c, regimes=(first, *c.regimes[1:]))
+    html = _render(c, project)
+    assert "3 metrics</summary>" in html
+    assert '<td>p99_us</td><td class="num">120</td><td class="num">90</td>' in html
+    assert "<img src=x" not in html and "p99_us&lt;img src=x" in html
+    md = format_compare_markdown(c)
+    assert "| fam0\\[n=0\\] | p99\\_us | 120 | 90 | -25.0% |" in md
+    assert "| rss\\_per\\_worker\\_bytes | 3.1e+07 | 3.1e+07 | +0.0% |" in md
+    console = Console(width=200, record=True)
+    console.print(format_metrics_table(c))
+    text = console.export_text()
+    assert "Metrics reported by the regimes" in text and "-25.0%" in text and "—" in text
+    assert format_metrics_table(make_comparison()) is None

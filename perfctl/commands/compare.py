@@ -149,7 +149,11 @@ def compare_cmd(
     elif fmt == Format.markdown:
         emit(render.format_compare_markdown(c))
     else:
-        out_console().print(render.format_compare_table(c))
+        console = out_console()
+        console.print(render.format_compare_table(c))
+        metrics = render.format_metrics_table(c)
+        if metrics is not None:
+            console.print(metrics)
         err.print(
             f"Verdicts: Mann–Whitney U on per-process means, Benjamini–Hochberg corrected "
             f"across {len(c.regimes)} regimes; change CI must clear ±"
