@@ -199,6 +199,7 @@ def format_compare_table(c: Comparison) -> Any:
         ("Base", "right"),
         ("Head", "right"),
         ("Change [95% CI]", "right"),
+        ("p (adj.)", "right"),
         ("Verdict", "left"),
         ("Slowdown b/h", "right"),
     ):
@@ -215,6 +216,7 @@ def format_compare_table(c: Comparison) -> Any:
             side_cell(r, "base"),
             side_cell(r, "head"),
             change_cell(r),
+            "—" if r.p_adjusted is None else f"{r.p_adjusted:.2g}",
             esc(verdict),
             ratio,
             style=VERDICT_STYLE.get(r.verdict),

@@ -134,6 +134,16 @@ def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
         [sys.executable, "-m", "pyperf", "stats", str(files[0])], capture_output=True, text=True
     )
     assert stats.returncode == 0 and "Median" in stats.stdout
+    # pyperf's own comparison reads two stored files too.
+    small_f = next(f for f in files if f.name.startswith("work_n_10-"))
+    big_f = next(f for f in files if f.name.startswith("work_n_1000-"))
+    compared = subprocess.run(
+        [sys.executable, "-m", "pyperf", "compare_to", str(small_f), str(big_f)],
+        capture_output=True,
+        text=True,
+    )
+    assert compared.returncode == 0, compared.stderr
+    assert "slower" in compared.stdout
     listing = run_cli("runs", "--format", "json", cwd=project)
     assert json.loads(listing.stdout)[0]["id"] == run["id"]
 
