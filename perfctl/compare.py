@@ -503,7 +503,9 @@ def compare_from_store(
     assert b_run is not None and h_run is not None
     b_res = {r.name: r for r in b_run.results}
     h_res = {r.name: r for r in h_run.results}
-    names = [n for n in b_res if n in h_res]
+    # --regime/--family select among the stored results as they do among discovered ones.
+    both = [b_res[n] for n in b_res if n in h_res]
+    names = [r.name for r in discovery.select(both, settings.globs, settings.family)]
     measured = {n: {"base": b_res[n], "head": h_res[n]} for n in names}
     rows = verdicts.decide_all(measured, threshold=settings.threshold, alpha=settings.alpha)
     warnings: tuple[str, ...] = ()

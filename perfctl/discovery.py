@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from perfctl.config import Config
 from perfctl.errors import ConfigError, RegimeLoadError, UsageError
@@ -132,9 +133,23 @@ def _info(d: dict[str, object]) -> RegimeInfo:
     )
 
 
-def select(
-    regimes: Sequence[RegimeInfo], globs: Sequence[str], family: str | None = None
-) -> list[RegimeInfo]:
+class Named(Protocol):
+    """What selection needs of a regime: discovered (RegimeInfo) or stored (RegimeResult)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def baseline(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Named)
+
+
+def select(regimes: Sequence[R], globs: Sequence[str], family: str | None = None) -> list[R]:
     """Filter by family and by name globs (each glob must match something)."""
     out = [r for r in regimes if family is None or r.family == family]
     if family is not None and not out:
@@ -142,7 +157,7 @@ def select(
         raise UsageError(f"no regime in family `{family}`", "families: " + ", ".join(fams))
     if not globs:
         return out
-    chosen: list[RegimeInfo] = []
+    chosen: list[R] = []
     for g in globs:
         # An exact name (which may contain `[...]`) wins over reading it as a glob.
         hits = [r for r in out if g in (r.name, f"{r.family}.{r.name}")] or [

@@ -137,6 +137,15 @@ def test_table_output_and_from_store(repo: GitRepo) -> None:
     assert again.returncode == 0, again.stderr
     assert verdicts(again)["work"]["verdict"] == "regressed"
     assert json.loads(again.stdout)["settings"]["from_store"] is True
+    # --regime selects among stored results as it does among discovered ones.
+    picked = run_cli(
+        "compare", "--from-store", "c1", "c3", "--regime", "wor*", "--format", "json",
+        cwd=repo.path,
+    )  # fmt: skip
+    assert picked.returncode == 0, picked.stderr
+    assert list(verdicts(picked)) == ["work"]
+    none = run_cli("compare", "--from-store", "c1", "c3", "--regime", "nope", cwd=repo.path)
+    assert none.returncode == 2 and "Error: no regime matches `nope`" in none.stderr
 
 
 def test_worktree_pseudo_ref_with_uncommitted_edit(repo: GitRepo) -> None:
