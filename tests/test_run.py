@@ -134,16 +134,20 @@ def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
         [sys.executable, "-m", "pyperf", "stats", str(files[0])], capture_output=True, text=True
     )
     assert stats.returncode == 0 and "Median" in stats.stdout
-    # pyperf's own comparison reads two stored files too.
-    small_f = next(f for f in files if f.name.startswith("work_n_10-"))
-    big_f = next(f for f in files if f.name.startswith("work_n_1000-"))
+    # pyperf's own comparison reads the same regime's files from two stored runs.
+    second = run_cli("run", "--regime", "work[n=10]", *QUICK, "--format", "json", cwd=project)
+    assert second.returncode == 0, second.stderr
+    other = json.loads(second.stdout)["run"]["id"]
+    first_f = next(f for f in files if f.name.startswith("work_n_10-"))
+    (second_f,) = (state / "runs" / other / "pyperf").glob("work_n_10-*.json")
     compared = subprocess.run(
-        [sys.executable, "-m", "pyperf", "compare_to", str(small_f), str(big_f)],
+        [sys.executable, "-m", "pyperf", "compare_to", str(first_f), str(second_f)],
         capture_output=True,
         text=True,
     )
     assert compared.returncode == 0, compared.stderr
-    assert "slower" in compared.stdout
+    assert "Mean +- std dev" in compared.stdout
+    assert any(w in compared.stdout for w in ("slower", "faster", "not significant"))
     listing = run_cli("runs", "--format", "json", cwd=project)
     assert json.loads(listing.stdout)[0]["id"] == run["id"]
 
