@@ -149,7 +149,7 @@ def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
     assert "Mean +- std dev" in compared.stdout
     assert any(w in compared.stdout for w in ("slower", "faster", "not significant"))
     listing = run_cli("runs", "--format", "json", cwd=project)
-    assert json.loads(listing.stdout)[0]["id"] == run["id"]
+    assert [r["id"] for r in json.loads(listing.stdout)][:2] == [other, run["id"]]  # newest first
 
 
 def test_skipped_regime_is_not_failed(project: Path) -> None:
