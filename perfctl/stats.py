@@ -291,7 +291,10 @@ def _too_few(change: Change, n_min: int) -> str | None:
 
 def _too_noisy(base_cv: float, head_cv: float, max_cv: float) -> str | None:
     sides = (("base", base_cv), ("head", head_cv))
-    noisy = [f"{side} CV {cv * 100:.0f}%" for side, cv in sides if cv > max_cv]
+    # A CV just over the limit must not read "CV 10% (limit 10%)": one decimal there.
+    shown = [(side, cv * 100, ".0f" if round(cv * 100) > max_cv * 100 else ".1f")
+             for side, cv in sides if cv > max_cv]  # fmt: skip
+    noisy = [f"{side} CV {pct:{spec}}%" for side, pct, spec in shown]
     return f"too noisy: {', '.join(noisy)} (limit {max_cv * 100:g}%)" if noisy else None
 
 

@@ -300,6 +300,8 @@ def test_too_noisy_is_inconclusive_not_no_change() -> None:
     assert reason == "too noisy: head CV 14% (limit 10%); adjusted p=0.4"
     _, both = decide(change(0.01, -0.08, 0.10), p_adj=0.4, cvs=(0.12, 0.14))
     assert both.startswith("too noisy: base CV 12%, head CV 14%")
+    edge = decide(change(0.01, -0.08, 0.10), p_adj=0.4, cvs=(0.1041, 0.04))[1]
+    assert edge.startswith("too noisy: base CV 10.4% (limit 10%)")
 
 
 def test_noisy_sides_need_a_stricter_level() -> None:
