@@ -291,6 +291,21 @@ def test_vs_between_git_refs_end_to_end(git_repo: GitRepo) -> None:
     assert (top["where"], top["change"]) == ("subject.py:hot", "grew")
     assert data["before"]["ref"]["ref"] == "base" and data["after"]["ref"]["ref"] == "HEAD"
     assert Path(data["diff"]["files"]["diff_svg"]).is_file()
+    # --vs from the default WORKTREE (an uncommitted edit): it gets a built environment of
+    # its own, like the other side, instead of perfctl's interpreter.
+    envs_dir = git_repo.path / ".perfctl" / "envs"
+    before = {p.name for p in envs_dir.iterdir()}
+    git_repo.write("src/subject.py", SUBJECT.format(passes=6))
+    r = run_cli(
+        "profile", "work", "--vs", "HEAD", "--duration", "1", "--rate", "200",
+        "--format", "json", cwd=git_repo.path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["after"]["ref"]["ref"] == "WORKTREE" and data["after"]["ref"]["dirty"]
+    assert len({p.name for p in envs_dir.iterdir()} - before) == 1
+    top = data["diff"]["functions"][0]
+    assert (top["where"], top["change"]) == ("subject.py:hot", "grew")
 
 
 # -- failures -----------------------------------------------------------------------
