@@ -73,11 +73,15 @@ def write_report(
     out: Path | None,
     template_dir: Path | None,
     cdn: bool,
+    *,
+    machine: str | None = None,
 ) -> Path:
     """Render the report the CLI asked for (default: the last comparison) and return its path."""
     from perfctl.store import open_store
 
     _check_choice(comparison_id, last, history)
+    if machine is not None and not history:
+        raise UsageError("--machine goes with --history", "add --history, or drop --machine")
     store = open_store(config.state_dir)
     js: PlotlyJs = "cdn" if cdn else "inline"
     if history:
@@ -87,7 +91,9 @@ def write_report(
                 "no stored runs to chart", "run `perfctl run` or `perfctl compare` first"
             )
         target = out or config.reports_dir / "history.html"
-        return render_history(runs, out=target, template_dir=template_dir, plotly_js=js)
+        return render_history(
+            runs, out=target, template_dir=template_dir, plotly_js=js, machine_id=machine
+        )
     c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
     target = out or config.reports_dir / f"comparison-{c.id}.html"
     return render_comparison(

@@ -682,6 +682,21 @@ def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:  # type:
     done = cli("report", "--history", "-C", str(project), cwd=project.parent)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == project / "reports" / "history.html"
+    # --machine charts another fingerprint than the most common one.
+    from dataclasses import replace
+
+    from perfctl.store import open_store
+
+    odd = make_runs(1, seed=9)[0]
+    open_store(project / ".perfctl").begin_run(replace(odd, id="odd", machine=OTHER_MACHINE))
+    done = cli("report", "--history", "--machine", "m-99", "-o", "h.html", cwd=project)
+    assert done.returncode == 0, done.stderr
+    html = (project / "h.html").read_text(encoding="utf-8")
+    assert "<code>m-9999</code> Other CPU" in html and "1 run<" in html
+    bad = cli("report", "--history", "--machine", "zzz", cwd=project)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: machine `zzz` matches 0")
+    alone = cli("report", "--machine", "m-99", cwd=project)
+    assert alone.returncode == 2 and "--machine goes with --history" in alone.stderr
 
 
 def test_cli_errors(project: Path, cli) -> None:  # type: ignore[no-untyped-def]

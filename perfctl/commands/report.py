@@ -28,6 +28,14 @@ def report(
     history: Annotated[
         bool, typer.Option("--history", help="Trend report of every stored run of one machine.")
     ] = False,
+    machine: Annotated[
+        str | None,
+        typer.Option(
+            "--machine",
+            help="With --history: the machine fingerprint (id or unique prefix) to chart "
+            "(default: the one with the most runs).",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Where to write the HTML (default: the reports dir)."),
@@ -52,5 +60,7 @@ def report(
     from perfctl.report import write_report
 
     config = load_config(project)
-    path = write_report(config, comparison_id, last, history, output, template_dir, cdn)
+    path = write_report(
+        config, comparison_id, last, history, output, template_dir, cdn, machine=machine
+    )
     emit(str(path))
