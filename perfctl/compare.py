@@ -17,7 +17,7 @@ from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
 from perfctl.interleave import SIDES, Schedule, SideData
-from perfctl.machine import load_average
+from perfctl.machine import busy_warning, load_average
 from perfctl.measure import new_run, subjects_env
 from perfctl.model import (
     FAILED,
@@ -182,8 +182,6 @@ def compare_refs(
 
 def _with_load(c: Comparison, loads: list[float | None]) -> Comparison:
     """Record the load average around the measurement; warn when it competed for CPUs."""
-    from perfctl.machine import busy_warning
-
     warning = busy_warning(loads, os.cpu_count())
     seen = [x for x in loads if x is not None]
     span = [min(seen), max(seen)] if seen else None
