@@ -258,9 +258,12 @@ def format_metrics_table(c: Comparison) -> Any:
                       ("Head", "right"), ("Change", "right")):  # fmt: skip
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for m in rows:
-        change = "—" if m["change"] is None else f"{m['change'] * 100:+.1f}%"
         table.add_row(
-            esc(m["regime"]), esc(m["metric"]), fmt_metric(m["base"]), fmt_metric(m["head"]), change
+            esc(m["regime"]),
+            esc(m["metric"]),
+            fmt_metric(m["base"]),
+            fmt_metric(m["head"]),
+            fmt_pct(m["change"]),
         )
     return table
 
@@ -317,10 +320,9 @@ def format_compare_markdown(c: Comparison) -> str:
             "| --- | --- | ---: | ---: | ---: |",
         ]
         for m in metrics:
-            change = "—" if m["change"] is None else f"{m['change'] * 100:+.1f}%"
             lines.append(
                 f"| {md_escape(m['regime'])} | {md_escape(m['metric'])} | "
-                f"{fmt_metric(m['base'])} | {fmt_metric(m['head'])} | {change} |"
+                f"{fmt_metric(m['base'])} | {fmt_metric(m['head'])} | {fmt_pct(m['change'])} |"
             )
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
