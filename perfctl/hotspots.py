@@ -18,6 +18,9 @@ ROOT = Frame("(regime)")
 # Deeper stacks are cut here (the rest counts as the last kept frame's self
 # time), which keeps the recursive tree builders and renderers within limits.
 MAX_DEPTH = 256
+# The tree is rooted at the timed callable when the other top frames hold less
+# than 1 - ENTRY_SHARE of the regime's samples; else at the synthetic root.
+ENTRY_SHARE = 0.95
 # A call passing at least this share of its time to its only callee is a "chain".
 CHAIN_SHARE = 0.98
 
@@ -257,7 +260,9 @@ def tables(
     if not tree.children:
         return top_self, top_incl, None
     # Usually one child besides the loop's own samples: the regime's timed
-    # callable, which is the entry point to show.
-    main = [c for c in tree.children if c.frame != LOOP]
-    entry = main[0] if len(main) == 1 else tree
+    # callable, which is the entry point to show. A stray sample caught in
+    # another frame (a wake-up, a signal handler) must not hide it.
+    main = sorted((c for c in tree.children if c.frame != LOOP), key=lambda c: -c.total_s)
+    rest = sum(c.total_s for c in main[1:])
+    entry = main[0] if main and rest <= (1 - ENTRY_SHARE) * tree.total_s else tree
     return top_self, top_incl, prune_tree(entry, scale=scale, total_s=tree.total_s)

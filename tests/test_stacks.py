@@ -210,6 +210,17 @@ def test_tables_put_the_hot_function_on_top_and_root_the_tree_at_run() -> None:
     assert lines[-1] == "└─ rec → rec (r.py) [1 ms/op, 10%]"
 
 
+def test_a_stray_sample_in_another_top_frame_keeps_the_tree_rooted_at_run() -> None:
+    weights = dict(_regime().weights)
+    weights[(Frame("handler", "signal.py"),)] = 0.1  # 1% of the samples
+    _, _, tree = hotspots.tables(Stacks(weights), scale=1e-3, sample_s=0.01)
+    assert tree is not None and tree.function == "run"
+    # Two real entry points (a third of the time elsewhere): the synthetic root.
+    weights[(Frame("other", "o.py"),)] = 5.0
+    _, _, tree = hotspots.tables(Stacks(weights), scale=1e-3, sample_s=0.01)
+    assert tree is not None and tree.function == "(regime)"
+
+
 def test_format_time_units() -> None:
     assert hotspots.format_time(8.12e-7) == "812 ns"
     assert hotspots.format_time(1.234e-5) == "12.3 µs"
