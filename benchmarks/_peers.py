@@ -99,6 +99,39 @@ def timed(
     return Timed(p.returncode, p.stdout, p.stderr, time.perf_counter() - t0)
 
 
+# --- the benchmarked project ------------------------------------------------------
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{module}"
+version = "0.1.0"
+
+[tool.setuptools]
+py-modules = ["{module}"]
+
+[tool.perfctl]
+regimes = ["perf_regimes.py"]
+"""
+
+
+def write_suites(root: Path, module: str, regimes: str, asv_bench: str) -> None:
+    """A fresh repository holding one pure-Python module's perfctl and asv suites.
+
+    The module itself (``<module>.py``) is written and committed by the caller.
+    """
+    init_repo(root)
+    (root / ".gitignore").write_text(".perfctl/\n.asv/\n__pycache__/\n*.egg-info/\nbuild/\n")
+    (root / "pyproject.toml").write_text(PYPROJECT.format(module=module))
+    (root / "perf_regimes.py").write_text(regimes)
+    (root / "benchmarks").mkdir()
+    (root / "benchmarks" / "__init__.py").write_text("")
+    (root / "benchmarks" / f"bench_{module}.py").write_text(asv_bench)
+    write_asv_conf(root, module)
+
+
 # --- asv -------------------------------------------------------------------------
 
 ASV_CONF = {

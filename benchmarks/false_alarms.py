@@ -59,12 +59,11 @@ from _peers import (
     asv_machine,
     commit,
     git,
-    init_repo,
     load,
     rate,
     timed,
     tool,
-    write_asv_conf,
+    write_suites,
 )
 
 import perfctl
@@ -89,21 +88,6 @@ def sum_squares() -> int:
         total += i * i
     return total
 '''
-
-PYPROJECT = """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "sqsum"
-version = "0.1.0"
-
-[tool.setuptools]
-py-modules = ["sqsum"]
-
-[tool.perfctl]
-regimes = ["perf_regimes.py"]
-"""
 
 REGIMES = '''from perfctl import regime
 
@@ -184,14 +168,7 @@ def calibrate() -> tuple[int, int, float]:
 
 def build_project(root: Path, n: int, extra: int) -> dict[str, str]:
     """The git repository with commits A, A2 and B; returns tag -> sha."""
-    init_repo(root)
-    (root / ".gitignore").write_text(".perfctl/\n.asv/\n__pycache__/\n*.egg-info/\nbuild/\n")
-    (root / "pyproject.toml").write_text(PYPROJECT)
-    (root / "perf_regimes.py").write_text(REGIMES)
-    (root / "benchmarks").mkdir()
-    (root / "benchmarks" / "__init__.py").write_text("")
-    (root / "benchmarks" / "bench_sqsum.py").write_text(ASV_BENCH)
-    write_asv_conf(root, "sqsum")
+    write_suites(root, "sqsum", REGIMES, ASV_BENCH)
     mod = root / "sqsum.py"
     shas = {}
     mod.write_text(MODULE.format(comment="revision A: the base", n=n, extra=0))

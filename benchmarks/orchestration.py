@@ -50,11 +50,10 @@ from _peers import (
     asv_env,
     asv_machine,
     commit,
-    init_repo,
     load,
     timed,
     tool,
-    write_asv_conf,
+    write_suites,
 )
 
 MODULE = '''"""Two trivial workloads."""
@@ -70,21 +69,6 @@ def small_sum() -> int:
 def join_words() -> str:
     return "-".join(WORDS)
 '''
-
-PYPROJECT = """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "tinyproj"
-version = "0.1.0"
-
-[tool.setuptools]
-py-modules = ["tinyproj"]
-
-[tool.perfctl]
-regimes = ["perf_regimes.py"]
-"""
 
 REGIMES = '''from perfctl import regime
 
@@ -159,14 +143,7 @@ main()
 
 def build_project(root: Path) -> None:
     """The repository: commits A and B (B edits a comment), both benchmark suites."""
-    init_repo(root)
-    (root / ".gitignore").write_text(".perfctl/\n.asv/\n__pycache__/\n*.egg-info/\nbuild/\n")
-    (root / "pyproject.toml").write_text(PYPROJECT)
-    (root / "perf_regimes.py").write_text(REGIMES)
-    (root / "benchmarks").mkdir()
-    (root / "benchmarks" / "__init__.py").write_text("")
-    (root / "benchmarks" / "bench_tiny.py").write_text(ASV_BENCH)
-    write_asv_conf(root, "tinyproj")
+    write_suites(root, "tinyproj", REGIMES, ASV_BENCH)
     (root / "tinyproj.py").write_text(MODULE.format(comment="revision A"))
     commit(root, "A", "A")
     (root / "tinyproj.py").write_text(MODULE.format(comment="revision B"))
