@@ -455,9 +455,9 @@ def _what_if(
     """perfctl's decision on the same processes with another per-process reducer.
 
     Replays sequential sampling: stops at the first round >= ``min_rounds`` where
-    :func:`perfctl.stats.is_clear` holds, else uses every round measured.
+    :func:`perfctl.stats.decision.is_clear` holds, else uses every round measured.
     """
-    from perfctl import stats
+    from perfctl.stats import decision as stats
 
     b, h = _reduce(base, how), _reduce(head, how)
     k = len(b)

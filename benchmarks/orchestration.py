@@ -107,8 +107,11 @@ WRAPPER = r"""
 import atexit, json, os, sys, time
 T0 = time.perf_counter()
 EVENTS = []
-from perfctl import discovery, envs, gitrefs, runner
-from perfctl.cli import main
+from perfctl import envs
+from perfctl.regimes import discovery
+from perfctl.git import refs as gitrefs
+from perfctl.measure import runner
+from perfctl.cli.app import main
 IMPORTED = time.perf_counter() - T0
 
 def hook(module, name, kind_of):

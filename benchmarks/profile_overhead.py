@@ -1,6 +1,6 @@
 """Overhead of `perfctl profile`: ops/s of a CPU-bound regime with and without py-spy.
 
-Both sides run the very same profile worker (``perfctl/_workers/profile.py``)
+Both sides run the very same profile worker (``perfctl/measure/workers/profile.py``)
 looping the same regime for ``--duration`` seconds; the profiled side runs it
 as py-spy's child, exactly as ``perfctl profile`` does. Each round runs every
 side once, in alternating order (ABBA), so drift and neighbours' load hit the
@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from perfctl import pyspy, recording
+from perfctl.profile import pyspy, recording
 
 REGIMES = """
 from perfctl import regime

@@ -32,7 +32,7 @@ from perfctl.model import (
     Run,
     SideStats,
 )
-from perfctl.report import render_comparison, render_history
+from perfctl.render.html_report import render_comparison, render_history
 
 MACHINE = Machine("bench", "Synthetic CPU", 2, 8 * 2**30, "6.1.0", "performance", "3.11.7")
 PROCESSES, VALUES, FAMILIES = 20, 3, 10

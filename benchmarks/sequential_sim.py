@@ -1,6 +1,6 @@
 """Simulate compare's sequential sampling: false verdicts, power and rounds used.
 
-Replays the real decision code (``perfctl.stats.compare_sides``, ``is_clear``,
+Replays the real decision code (``perfctl.stats.decision.compare_sides``, ``is_clear``,
 ``decide``) on simulated ABBA process means, so a change to the stopping rule
 can be judged before it ships. Usage::
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from perfctl import stats
 from perfctl.model import IMPROVED, REGRESSED
+from perfctl.stats import decision as stats
 
 # The process model is the one tests/test_stats.py asserts against: one model, two uses.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

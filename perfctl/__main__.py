@@ -1,5 +1,5 @@
 """``python -m perfctl``."""
 
-from perfctl.cli import main
+from perfctl.cli.app import main
 
 main()

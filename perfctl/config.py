@@ -14,7 +14,7 @@ Known keys (all optional)::
     subjects = { ipc = "pkg.mod:factory" }
     threshold = 0.02                      # noise band for verdicts
     alpha = 0.05
-    [[tool.perfctl.plan.phases]] ...      # see perfctl.plan
+    [[tool.perfctl.plan.phases]] ...      # see perfctl.plan.update
 """
 
 from __future__ import annotations

@@ -33,12 +33,12 @@ from subprocess import DEVNULL, STDOUT
 from typing import IO
 
 import perfctl
-from perfctl import gitrefs
 from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
-from perfctl.gitrefs import WORKTREE
-from perfctl.locking import project_lock
+from perfctl.git import refs as gitrefs
+from perfctl.git.refs import WORKTREE
 from perfctl.model import RefInfo
+from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
 MARKER = "perfctl-env.json"

@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from perfctl import api, loader, requirements
-from perfctl.subjects import propagation as prop_ref
-from perfctl.subjects import shm as shm_ref
-from perfctl.subjects.shm import FrameChannel
+from perfctl.regimes import api, loader, requirements
+from perfctl.regimes.subjects import propagation as prop_ref
+from perfctl.regimes.subjects import shm as shm_ref
+from perfctl.regimes.subjects.shm import FrameChannel
 from tests.conftest import GitRepo, run_cli
 
-REGIMES = Path(__file__).resolve().parents[1] / "regimes"
+REGIMES = Path(__file__).resolve().parents[1] / "perfctl" / "regimes" / "builtin"
 FAMILIES = ("ipc", "callback", "shm", "gpu", "propagation")
 SHM_DIR = Path("/dev/shm")
 HERE = "tests.test_builtin_regimes"

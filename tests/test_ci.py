@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from perfctl import __version__, ci, scaffold
+from perfctl import __version__
 from perfctl.errors import UsageError
-from perfctl.github import Target
+from perfctl.jobs import ci, scaffold
 from perfctl.model import FAILED, IMPROVED, NO_CHANGE, REGRESSED, comparison_from_dict
+from perfctl.publish.github import Target
 from tests.conftest import GitRepo, run_cli
 from tests.test_comment import comparison, regime
 from tests.test_github import MARK, REPO, TOKEN, FakeGitHub, gh_env, serve_fake_github
@@ -165,7 +166,7 @@ def test_no_post_for_forks_or_without_token() -> None:
 @pytest.fixture
 def stub_compare(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """compare_refs replaced by a canned regression; records (base, head) it was asked."""
-    import perfctl.compare
+    import perfctl.jobs.compare
 
     asked: list[tuple[str, str]] = []
 
@@ -173,7 +174,7 @@ def stub_compare(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         asked.append((base, head))
         return comparison([regime("hot", REGRESSED, change=0.3), regime("ok", NO_CHANGE)])
 
-    monkeypatch.setattr(perfctl.compare, "compare_refs", fake)
+    monkeypatch.setattr(perfctl.jobs.compare, "compare_refs", fake)
     return asked
 
 
@@ -390,7 +391,7 @@ def test_workflows_are_valid_yaml_with_the_documented_shape(tmp_path: Path) -> N
 
 
 def test_starter_regime_runs(tmp_path: Path) -> None:
-    from perfctl import loader
+    from perfctl.regimes import loader
 
     scaffold.init_project(tmp_path)
     (defn,) = loader.load_file(tmp_path / "benchmarks" / "regimes.py")

@@ -9,18 +9,6 @@ from pathlib import Path
 import pytest
 
 from perfctl import __version__
-from perfctl.comment import (
-    GITHUB_LIMIT,
-    CommentOptions,
-    artifact_url,
-    check_url_base,
-    github_length,
-    has_changes,
-    headline,
-    marker,
-    render_comment,
-    with_marker,
-)
 from perfctl.errors import UsageError
 from perfctl.model import (
     FAILED,
@@ -36,7 +24,19 @@ from perfctl.model import (
     RegimeComparison,
     SideStats,
 )
-from perfctl.render import format_compare_markdown, md_escape
+from perfctl.render.comment import (
+    GITHUB_LIMIT,
+    CommentOptions,
+    artifact_url,
+    check_url_base,
+    github_length,
+    has_changes,
+    headline,
+    marker,
+    render_comment,
+    with_marker,
+)
+from perfctl.render.tables import format_compare_markdown, md_escape
 
 GOLDEN = Path(__file__).parent / "golden"
 MACHINE = Machine(

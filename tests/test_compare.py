@@ -267,7 +267,7 @@ def test_lock_is_respected(repo: GitRepo) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; "
-            "from perfctl.locking import project_lock\n"
+            "from perfctl.store.lock import project_lock\n"
             "with project_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
             str(repo.path / ".perfctl"),
         ],

@@ -16,7 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from perfctl.errors import PublishError, UsageError
-from perfctl.github import (
+from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
+from perfctl.publish.github import (
     GitHub,
     RetryPolicy,
     Target,
@@ -26,7 +27,6 @@ from perfctl.github import (
     token_from_env,
     upsert_comment,
 )
-from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
 from tests.conftest import run_cli
 from tests.test_comment import comparison, regime
 
@@ -393,7 +393,7 @@ def test_repr_hides_the_token(fake_github: FakeGitHub) -> None:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project with one stored comparison (a regression) and one with no change."""
-    from perfctl.store import open_store
+    from perfctl.store.local import open_store
 
     root = tmp_path / "proj"
     root.mkdir()

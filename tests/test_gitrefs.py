@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from perfctl import gitrefs
 from perfctl.errors import EXIT_USAGE, GitError
+from perfctl.git import refs as gitrefs
 from tests.conftest import GIT_ENV, GitRepo
 
 

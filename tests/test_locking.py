@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from perfctl.errors import EXIT_FAILURE, LockTimeout
-from perfctl.locking import project_lock, read_owner
+from perfctl.store.lock import project_lock, read_owner
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from perfctl.locking import project_lock
+    from perfctl.store.lock import project_lock
 
     with project_lock(Path(sys.argv[1]), what="perfctl compare main HEAD"):
         print("locked", flush=True)

@@ -19,11 +19,11 @@ import pytest
 
 from perfctl.config import load_config
 from perfctl.errors import PlanError
-from perfctl.gitrefs import resolve_ref
+from perfctl.git.refs import resolve_ref
 from perfctl.model import Comparison, Machine, RegimeComparison, SideStats
-from perfctl.plan import load_spec, parse_target, regime_matches, update_plan
-from perfctl.plandoc import parse_doc
-from perfctl.store import open_store
+from perfctl.plan.document import parse_doc
+from perfctl.plan.update import load_spec, parse_target, regime_matches, update_plan
+from perfctl.store.local import open_store
 
 GOLDEN = Path(__file__).parent / "golden"
 MACHINE = Machine(

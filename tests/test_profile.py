@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from perfctl import profiling, pyspy, recording, stacks
 from perfctl.config import load_config
 from perfctl.errors import ProfileFailed
+from perfctl.jobs import profile as profiling
 from perfctl.model import RefInfo
+from perfctl.profile import pyspy, recording, stacks
 from tests.conftest import GitRepo, default_signals, run_cli
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _commands() -> list[tuple[str, object]]:
-    from perfctl import cli
+    from perfctl.cli import app as cli
 
     cli._register_all()
     group = typer.main.get_command(cli.app)

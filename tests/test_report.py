@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from perfctl import charts, report
-from perfctl.charts import format_change, format_per_op, pick_unit
 from perfctl.errors import StoreError, UsageError
 from perfctl.model import (
     FAILED,
@@ -37,7 +35,10 @@ from perfctl.model import (
     Run,
     SideStats,
 )
-from perfctl.report import read_moved, render_comparison, render_history
+from perfctl.render import charts
+from perfctl.render import html_report as report
+from perfctl.render.charts import format_change, format_per_op, pick_unit
+from perfctl.render.html_report import read_moved, render_comparison, render_history
 
 GOLDEN = Path(__file__).parent / "golden"
 XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2;alert(1)">'
@@ -525,12 +526,12 @@ def test_history_marks_the_step(tmp_path: Path) -> None:
 
 
 def test_change_flags_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import perfctl.stats
+    import perfctl.stats.decision
 
     def broken(_: object) -> list[int]:
         raise TypeError("old signature")
 
-    monkeypatch.setattr(perfctl.stats, "change_points", broken)
+    monkeypatch.setattr(perfctl.stats.decision, "change_points", broken)
     med = [1.0, 1.0, 1.3, 1.3]
     flags = charts.change_flags(med, [m * 0.98 for m in med], [m * 1.02 for m in med])
     assert flags == [False, False, True, False]
@@ -643,7 +644,7 @@ def test_unknown_plotly_mode(project: Path) -> None:
 
 def test_import_stays_light() -> None:
     code = (
-        "import sys, perfctl.report, perfctl.charts, perfctl.commands.report; "
+        "import sys, perfctl.render.html_report, perfctl.render.charts, perfctl.cli.report; "
         "print(sorted(m for m in ('plotly', 'jinja2', 'pandas') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -654,7 +655,7 @@ def test_import_stays_light() -> None:
 
 
 def _store_comparison(project: Path) -> Comparison:
-    from perfctl.store import open_store
+    from perfctl.store.local import open_store
 
     c = make_comparison()
     store = open_store(project / ".perfctl")
@@ -685,7 +686,7 @@ def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:  # type:
     # --machine charts another fingerprint than the most common one.
     from dataclasses import replace
 
-    from perfctl.store import open_store
+    from perfctl.store.local import open_store
 
     odd = make_runs(1, seed=9)[0]
     open_store(project / ".perfctl").begin_run(replace(odd, id="odd", machine=OTHER_MACHINE))
@@ -720,7 +721,7 @@ def test_regime_metrics_show_in_html_markdown_and_terminal(project: Path) -> Non
 
     from rich.console import Console
 
-    from perfctl.render import format_compare_markdown, format_metrics_table
+    from perfctl.render.tables import format_compare_markdown, format_metrics_table
 
     c = make_comparison()
     hostile = "p99_us<img src=x onerror=alert(1)>"

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from perfctl.report import render_comparison, render_history
+from perfctl.render.html_report import render_comparison, render_history
 from tests.test_report import XSS, make_comparison, make_runs, write_profile
 
 CHROMIUM = "/usr/bin/chromium"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from perfctl.compare import settings_for
 from perfctl.config import load_config
 from perfctl.errors import ConfigError, UsageError
+from perfctl.jobs.compare import settings_for
 
 
 def project(tmp_path: Path, body: str) -> Path:

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from perfctl import flame, hotspots, profile_records, stackdiff, stacks
 from perfctl.model import RefInfo
-from perfctl.stacks import LOOP, SUBPROCESS, THREAD, Frame, Stacks
+from perfctl.profile import hotspots, stackdiff, stacks
+from perfctl.profile import records as profile_records
+from perfctl.profile.stacks import LOOP, SUBPROCESS, THREAD, Frame, Stacks
+from perfctl.render import flame
 
 W = "/tmp/proj/bench/regimes.py"
-WORKER = "/site/perfctl/_workers/profile.py"
+WORKER = "/site/perfctl/measure/workers/profile.py"
 
 
 def _labels(s: Stacks) -> dict[str, float]:
@@ -347,7 +349,7 @@ def test_diff_fill_directions() -> None:
 
 
 def test_py_spy_command_records_speedscope_without_line_numbers() -> None:
-    from perfctl import pyspy
+    from perfctl.profile import pyspy
 
     settings = pyspy.RecordSettings(duration=2, rate=250, native=True, subprocesses=False)
     argv = pyspy.command(Path("/bin/py-spy"), Path("/o.json"), settings, ["python", "w.py"])
@@ -369,7 +371,7 @@ def test_py_spy_command_records_speedscope_without_line_numbers() -> None:
 
 
 def test_py_spy_output_parsing() -> None:
-    from perfctl import pyspy
+    from perfctl.profile import pyspy
 
     log = (
         "py-spy> Sampling process 100 times a second. Press Control-C to exit.\n"

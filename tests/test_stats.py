@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfctl import stats
 from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE
+from perfctl.stats import decision as stats
 
 Processes = list[tuple[float, ...]]
 FALSE_VERDICTS = (REGRESSED, IMPROVED)
@@ -520,7 +520,7 @@ def test_change_points_edge_cases() -> None:
 
 
 def test_busy_machine_warning_names_the_load_against_the_cpus() -> None:
-    from perfctl.machine import busy_warning
+    from perfctl.measure.machine import busy_warning
 
     assert busy_warning([0.5, 1.9, None], 2) is None  # the benchmark itself adds ~1
     warning = busy_warning([1.0, 4.24, None], 2)

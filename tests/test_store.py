@@ -8,7 +8,7 @@ import pytest
 
 from perfctl.errors import StoreError
 from perfctl.model import Comparison, Machine, RefInfo, RegimeResult, Run
-from perfctl.store import open_store
+from perfctl.store.local import open_store
 
 MACHINE = Machine("m1", "cpu", 2, 2**34, "6.1", "performance", "3.11.7")
 

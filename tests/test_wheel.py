@@ -33,10 +33,10 @@ def test_wheel_installs_and_lists_builtin_regimes(tmp_path: Path) -> None:
     )
     (wheel,) = dist.glob("perfctl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert any(n.startswith("perfctl/regimes/") and n.endswith(".py") for n in names)
-    assert any(n.startswith("perfctl/templates/") for n in names)
+    assert any(n.startswith("perfctl/regimes/builtin/") and n.endswith(".py") for n in names)
+    assert any(n.startswith("perfctl/render/templates/") for n in names)
     assert "perfctl/data/demo/phases.json" in names  # the demo project ships too
-    assert "perfctl/_workers/bench.py" in names and "perfctl/commands/compare.py" in names
+    assert "perfctl/measure/workers/bench.py" in names and "perfctl/cli/compare.py" in names
     assert not any(n.startswith("regimes/") or n.startswith("templates/") for n in names)
     # A fresh venv that installs perfctl itself from the wheel (non-editable) and
     # borrows the test environment's dependencies through a .pth file, which is

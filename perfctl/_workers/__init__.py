@@ -1,1 +1,0 @@
-"""Scripts run as separate worker processes (kept alone in this folder: see bench.py)."""

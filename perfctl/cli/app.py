@@ -1,0 +1,98 @@
+"""The ``perfctl`` command line: the typer app, its global callback and ``main``.
+
+Every command module in this package exposes ``register(app)``; heavy imports
+(plotly, jinja2, httpx) happen inside command bodies, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from perfctl import __version__
+from perfctl.cli import common
+
+app = typer.Typer(
+    name="perfctl",
+    help="Benchmark and profile a Python project across git refs, with sound statistics.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        common.emit(f"perfctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
+    """perfctl: compare, profile, report, plan and gate performance from one tool.
+
+    Exit codes: 0 ok, 1 regression found (when gating), 2 usage/config error,
+    3 build/regime/tool failure.
+    """
+
+
+def _register_all() -> None:
+    from perfctl.cli import compare, demo, measure, plan, profile, publish, report
+
+    for module in (measure, compare, profile, report, plan, publish, demo):
+        module.register(app)
+
+
+def _usage_error(exc: Exception) -> int:
+    msg = getattr(exc, "format_message", lambda: str(exc))()
+    ctx = getattr(exc, "ctx", None)
+    cmd = ctx.command_path if ctx is not None else "perfctl"
+    sys.stderr.write(f"Error: {common.one_line(msg)}\n")
+    sys.stderr.write(f"Hint: see `{cmd} --help`\n")
+    return int(getattr(exc, "exit_code", 2) or 2)
+
+
+def main() -> None:
+    """Console-script entry point with uniform error handling."""
+    _register_all()
+    common.stop_cleanly_on_signals()
+    try:
+        rv = app(standalone_mode=False)
+    except KeyboardInterrupt as exc:
+        common.interrupted(exc)
+        code = common.interrupted_code(exc)
+    except BrokenPipeError:
+        # Output piped into e.g. `head`: silence the closed stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.Abort:
+        sys.stderr.write("Error: aborted\n")
+        code = 130
+    except Exception as exc:  # noqa: BLE001
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            code = _usage_error(exc)
+        elif os.environ.get("PERFCTL_DEBUG"):
+            raise
+        else:
+            # A bug in perfctl is a tool failure (3), never "regression found" (1).
+            sys.stderr.write(
+                f"Error: internal error: {type(exc).__name__}: {common.one_line(str(exc))}\n"
+            )
+            sys.stderr.write(
+                "Hint: this is a perfctl bug; re-run with PERFCTL_DEBUG=1 for the "
+                "traceback and report it\n"
+            )
+            code = 3
+    else:
+        code = rv if isinstance(rv, int) else 0
+    sys.exit(code)

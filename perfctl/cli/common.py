@@ -1,0 +1,160 @@
+"""Shared pieces of the typer layer: error printing, the project option, formats."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from perfctl.errors import PerfctlError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Help-panel names, used to group commands in `perfctl --help`.
+MEASURE = "Measure"
+ANALYSE = "Analyse"
+PUBLISH = "Publish"
+MANAGE = "Manage"
+
+
+class Format(StrEnum):
+    """Output formats for data commands."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+class TableOrJson(StrEnum):
+    """Formats for listing commands."""
+
+    table = "table"
+    json = "json"
+
+
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", "-C", help="Project directory (default: the current directory)."),
+]
+
+
+def print_error(exc: PerfctlError) -> None:
+    """Write ``Error:``/``Hint:`` lines to stderr (never a traceback)."""
+    sys.stderr.write(f"Error: {one_line(exc.message)}\n")
+    if exc.hint:
+        sys.stderr.write(f"Hint: {one_line(exc.hint)}\n")
+    sys.stderr.flush()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C would be so the same clean-up runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def stop_cleanly_on_signals() -> None:
+    """Make SIGTERM and SIGHUP (CI cancels, closed terminals) stop like Ctrl-C.
+
+    Without this they kill perfctl outright, leaving its workers (own sessions,
+    so they miss the signal) running. A signal ignored at start (nohup) stays ignored.
+    """
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _raise_terminated)
+
+
+def interrupted_code(exc: KeyboardInterrupt) -> int:
+    """128 + the signal number: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def signal_note(exc: KeyboardInterrupt | None) -> str:
+    """`` (SIGTERM)`` / `` (SIGHUP)`` for a Terminated, nothing for Ctrl-C."""
+    import signal
+
+    return f" ({signal.Signals(exc.signum).name})" if isinstance(exc, Terminated) else ""
+
+
+def interrupted(exc: KeyboardInterrupt | None = None) -> None:
+    """What Ctrl-C (or SIGTERM/SIGHUP) prints: nothing was lost."""
+    sys.stderr.write(f"Error: interrupted{signal_note(exc)}\n")
+    sys.stderr.write("Hint: everything completed was kept; re-run the command to resume\n")
+
+
+def one_line(text: str) -> str:
+    """Collapse newlines so an error stays on one line."""
+    return " ".join(str(text).split())
+
+
+def guarded(fn: F) -> F:
+    """Turn PerfctlError into Error/Hint output and its documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PerfctlError as exc:
+            print_error(exc)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as exc:
+            interrupted(exc)
+            raise typer.Exit(interrupted_code(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit(text: str) -> None:
+    """Write data to stdout (a closed pipe, e.g. `| head`, is not an error)."""
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+
+
+def out_console() -> Any:
+    """A rich Console on stdout; wide when piped, so tables are not squeezed."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in __import__("os").environ:
+        console = Console(soft_wrap=False, width=160)
+    return console
+
+
+def emit_listing(
+    fmt: TableOrJson,
+    records: list[dict[str, Any]],
+    title: str,
+    columns: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """Print a listing as JSON records (stdout only) or as a rich table."""
+    if fmt == TableOrJson.json:
+        import json
+
+        emit(json.dumps(records, indent=2))
+        return
+    from rich.table import Table
+
+    from perfctl.render.tables import esc
+
+    table = Table(title=esc(title), title_justify="left")
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(esc(x) for x in row))
+    out_console().print(table)

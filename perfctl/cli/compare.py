@@ -1,0 +1,195 @@
+"""Command: compare."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
+from perfctl.errors import EXIT_REGRESSION
+from perfctl.model import Comparison
+
+
+class Order(StrEnum):
+    """Interleaving order of base and head processes."""
+
+    abba = "abba"
+    random = "random"
+
+
+class ProfileWhich(StrEnum):
+    """Which regimes `--profile` profiles on both refs."""
+
+    regressed = "regressed"
+    improved = "improved"
+    all = "all"
+
+
+@guarded
+def compare_cmd(
+    base: Annotated[str, typer.Argument(help="Base ref: branch, tag, sha, HEAD~3 or WORKTREE.")],
+    head: Annotated[str, typer.Argument(help="Head ref (default HEAD).")] = "HEAD",
+    fast: Annotated[
+        bool, typer.Option("--fast", help="6 rounds × 2 values, no sequential sampling.")
+    ] = False,
+    rigorous: Annotated[
+        bool, typer.Option("--rigorous", help="20–80 rounds, 240 s budget per regime.")
+    ] = False,
+    rounds: Annotated[
+        int | None,
+        typer.Option("--rounds", min=1, help="Minimum rounds (one process per ref each)."),
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")
+    ] = None,
+    values: Annotated[
+        int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")
+    ] = None,
+    min_time: Annotated[
+        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+    ] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--time-budget", min=0, help="Seconds per regime before sequential sampling stops."
+        ),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02 = 2%)."),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option("--alpha", min=0, max=1, help="Significance level after BH correction."),
+    ] = None,
+    order: Annotated[
+        Order, typer.Option("--order", help="Interleaving: abba or seeded random.")
+    ] = Order.abba,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for random order and bootstrap.")] = 0,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting them.")
+    ] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild both environments.")] = False,
+    regimes: RegimesOpt = None,
+    regimes_from: Annotated[
+        str | None, typer.Option("--regimes-from", help="Take regimes files from this ref.")
+    ] = None,
+    regime: GlobOpt = None,
+    family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    subject: SubjectOpt = None,
+    from_store: Annotated[
+        bool, typer.Option("--from-store", help="Recompute from stored runs; measure nothing.")
+    ] = False,
+    profile: Annotated[
+        ProfileWhich | None,
+        typer.Option("--profile", help="Also py-spy profile these regimes on both refs."),
+    ] = None,
+    lock_wait: LockWaitOpt = 600.0,
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when a regime regressed.")
+    ] = False,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="table, markdown or json (stdout).")
+    ] = Format.table,
+    project: ProjectOpt = None,
+) -> None:
+    """Compare two refs: worktrees, one env per ref, interleaved pyperf processes, verdicts.
+
+    Example: perfctl compare main HEAD --regime 'ipc.*' --fail-on-regression
+    """
+    from rich.console import Console
+
+    from perfctl.config import load_config
+    from perfctl.jobs import compare
+    from perfctl.render import tables as render
+
+    config = load_config(project)
+    settings = compare.settings_for(
+        config=config,
+        fast=fast,
+        rigorous=rigorous,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        values=values,
+        min_time=min_time,
+        time_budget=time_budget,
+        threshold=threshold,
+        alpha=alpha,
+        order=order.value,
+        seed=seed,
+        confirm=confirm,
+        rebuild=rebuild,
+        regimes=tuple(regimes or ()),
+        regimes_from=regimes_from,
+        globs=tuple(regime or ()),
+        family=family,
+        subjects=parse_subjects(subject),
+        lock_wait=lock_wait,
+    )
+    err = Console(stderr=True)
+    if from_store:
+        c = compare.compare_from_store(config, base, head, settings)
+    else:
+        with err.status("comparing") as status:
+            c = compare.compare_refs(
+                config,
+                base,
+                head,
+                settings=settings,
+                progress=lambda m: _progress(err, status, m),
+            )
+    if profile is not None:
+        c = compare.profile_comparison(
+            config, c, profile.value, progress=err.print, regimes=tuple(regimes or ())
+        )
+    if fmt == Format.json:
+        emit(render.format_compare_json(c))
+    elif fmt == Format.markdown:
+        emit(render.format_compare_markdown(c))
+    else:
+        console = out_console()
+        console.print(render.format_compare_table(c))
+        metrics = render.format_metrics_table(c)
+        if metrics is not None:
+            console.print(metrics)
+        err.print(
+            f"Verdicts: Mann–Whitney U on per-process means, Benjamini–Hochberg corrected "
+            f"across {len(c.regimes)} regimes; change CI must clear ±"
+            f"{c.threshold * 100:.0f}%."
+        )
+        for w in c.warnings:
+            err.print(f"[yellow]Warning: {w}[/yellow]")
+        err.print(f"stored as comparison {c.id}")
+    _exit_code(c, fail_on_regression)
+
+
+def _progress(err: Any, status: Any, message: str) -> None:
+    """Spinner text for progress; lasting lines for what the user should know."""
+    from perfctl.render.tables import esc
+
+    status.update(esc(message))
+    if message.startswith(("resuming", "building")):
+        err.print(esc(message))
+
+
+def _exit_code(c: Comparison, fail_on_regression: bool) -> None:
+    from perfctl.errors import RegimeFailed
+    from perfctl.model import FAILED, REGRESSED
+
+    counts = c.counts()
+    if counts.get(FAILED):
+        failed = [r.name for r in c.regimes if r.verdict == FAILED]
+        raise RegimeFailed(
+            f"{len(failed)} regime(s) failed: {', '.join(failed)}",
+            "the table shows each failure's reason and log path",
+        )
+    if fail_on_regression and counts.get(REGRESSED):
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def register(app: typer.Typer) -> None:
+    """Add compare."""
+    app.command("compare", rich_help_panel=MEASURE)(compare_cmd)

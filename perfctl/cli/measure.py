@@ -1,0 +1,328 @@
+"""Commands: list, run, runs, clean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from perfctl.cli.common import (
+    MANAGE,
+    MEASURE,
+    ProjectOpt,
+    TableOrJson,
+    emit,
+    emit_listing,
+    guarded,
+    out_console,
+)
+from perfctl.errors import UsageError
+from perfctl.measure.runner import Precision
+
+RegimesOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--regimes",
+        help="Regimes file or directory (repeatable); `builtin` or "
+        "`builtin:FAMILY` for the bundled suite. Default: the `regimes` config key.",
+    ),
+]
+GlobOpt = Annotated[
+    list[str] | None,
+    typer.Option("--regime", "-r", help="Only regimes whose name matches this glob (repeatable)."),
+]
+LockWaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--lock-wait",
+        min=0,
+        help="Seconds to wait for another perfctl process holding the project lock.",
+    ),
+]
+SubjectOpt = Annotated[
+    list[str] | None,
+    typer.Option("--subject", help="Point a family at your own subject: FAMILY=module:factory."),
+]
+
+
+def parse_subjects(values: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """``["ipc=pkg.mod:make"]`` -> ``(("ipc", "pkg.mod:make"),)``."""
+    out = []
+    for v in values or []:
+        family, sep, path = v.partition("=")
+        if not sep or ":" not in path or not family:
+            raise UsageError(
+                f"--subject `{v}` is not FAMILY=module:factory",
+                "example: --subject ipc=mypkg.bridge:make_bridge",
+            )
+        out.append((family.strip(), path.strip()))
+    return tuple(out)
+
+
+def precision_for(
+    fast: bool, rigorous: bool, processes: int | None, values: int | None, min_time: float | None
+) -> Precision:
+    """The runner Precision chosen by the flags."""
+    from dataclasses import replace
+
+    from perfctl.measure import runner
+
+    if fast and rigorous:
+        raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    base = runner.FAST if fast else runner.RIGOROUS if rigorous else runner.DEFAULT
+    return replace(
+        base,
+        processes=processes or base.processes,
+        values=values or base.values,
+        min_time=min_time or base.min_time,
+    )
+
+
+@guarded
+def list_cmd(
+    regimes: RegimesOpt = None,
+    family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
+    project: ProjectOpt = None,
+) -> None:
+    """List regimes: name, family, params, ops, baseline, requires, description.
+
+    Example: perfctl list --regimes builtin --family ipc
+    """
+    from dataclasses import asdict
+
+    from perfctl.config import load_config
+    from perfctl.envs import current_target
+    from perfctl.regimes import discovery
+
+    config = load_config(project)
+    target = current_target(config)
+    files = discovery.regime_files(config, regimes or [])
+    infos = discovery.select(
+        discovery.probe(target.python, files, cwd=target.cwd, env=target.env), [], family
+    )
+    if fmt == TableOrJson.json:
+        emit(json.dumps([asdict(i) for i in infos], indent=2))
+        return
+    from rich.table import Table
+
+    from perfctl.render.tables import esc
+
+    table = Table(title=f"{len(infos)} regimes", title_justify="left")
+    for col in ("Regime", "Family", "Ops", "Baseline", "Requires", "Description"):
+        table.add_column(col)
+    for i in infos:
+        req = ", ".join(i.requires) + (f" (skip: {i.skip_reason})" if i.skip_reason else "")
+        table.add_row(
+            *(esc(x) for x in (i.name, i.family, i.ops, i.baseline or "", req, i.description)),
+            style="dim" if i.skip_reason else None,
+        )
+    out_console().print(table)
+
+
+@guarded
+def run_cmd(
+    regimes: RegimesOpt = None,
+    regime: GlobOpt = None,
+    family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    fast: Annotated[
+        bool, typer.Option("--fast", help="pyperf --fast: 10 processes × 2 values.")
+    ] = False,
+    rigorous: Annotated[bool, typer.Option("--rigorous", help="40 processes × 3 values.")] = False,
+    processes: Annotated[
+        int | None,
+        typer.Option("--processes", min=1, help="Override the number of worker processes."),
+    ] = None,
+    values: Annotated[
+        int | None, typer.Option("--values", min=1, help="Override values per process.")
+    ] = None,
+    min_time: Annotated[
+        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+    ] = None,
+    subject: SubjectOpt = None,
+    lock_wait: LockWaitOpt = 600.0,
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
+    project: ProjectOpt = None,
+) -> None:
+    """Measure the current checkout: every regime in isolated pyperf processes.
+
+    Example: perfctl run --regimes builtin:ipc --regime 'tiny_*' --fast
+    """
+    from rich.console import Console
+
+    from perfctl.config import load_config
+    from perfctl.jobs.run import RunOptions, run_checkout
+    from perfctl.render import tables as render
+
+    config = load_config(project)
+    opts = RunOptions(
+        regimes=tuple(regimes or ()),
+        globs=tuple(regime or ()),
+        family=family,
+        precision=precision_for(fast, rigorous, processes, values, min_time),
+        subjects=parse_subjects(subject),
+        lock_wait=lock_wait,
+    )
+    err = Console(stderr=True)
+    with err.status("measuring") as status:
+
+        def progress(name: str, i: int, n: int) -> None:
+            status.update(f"[{i + 1}/{n}] {name}" if name else "done")
+
+        run = run_checkout(config, opts, progress)
+    if fmt == TableOrJson.json:
+        emit(render.format_run_json(run))
+    else:
+        out_console().print(render.format_run_table(run))
+        err.print(f"stored as run {run.id} in {config.state_dir}")
+    if run.status != "complete":
+        failed = [r.name for r in run.results if r.status == "failed"]
+        from perfctl.errors import RegimeFailed
+
+        raise RegimeFailed(
+            f"{len(failed)} regime(s) failed: {', '.join(failed)}",
+            "see the log path in the table; the other results were stored",
+        )
+
+
+@guarded
+def runs_cmd(
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
+    project: ProjectOpt = None,
+) -> None:
+    """List stored runs (newest first).
+
+    Example: perfctl runs --format json
+    """
+    from perfctl.config import load_config
+    from perfctl.store.local import open_store
+
+    config = load_config(project)
+    runs = open_store(config.state_dir).list_runs()
+    records = [
+        {
+            "id": r.id,
+            "ref": r.ref.ref,
+            "sha": r.ref.sha,
+            "dirty": r.ref.dirty,
+            "started": r.started,
+            "finished": r.finished,
+            "status": r.status,
+            "machine": r.machine.id,
+            "regimes": len(r.results),
+        }
+        for r in runs
+    ]
+    rows = [
+        (r.id, r.ref.ref, r.ref.short, r.started, r.status, len(r.results), r.machine.id)
+        for r in runs
+    ]
+    emit_listing(
+        fmt,
+        records,
+        f"{len(runs)} runs in {config.state_dir}",
+        ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"),
+        rows,
+    )
+
+
+@guarded
+def comparisons_cmd(
+    fmt: Annotated[
+        TableOrJson, typer.Option("--format", help="Output format.")
+    ] = TableOrJson.table,
+    project: ProjectOpt = None,
+) -> None:
+    """List stored comparisons (newest first), for report/comment/plan.
+
+    Example: perfctl comparisons --format json
+    """
+    from perfctl.config import load_config
+    from perfctl.render.tables import counts_line
+    from perfctl.store.local import open_store
+
+    config = load_config(project)
+    found = open_store(config.state_dir).list_comparisons()
+    records = [
+        {
+            "id": c.id,
+            "created": c.created,
+            "base": c.base.ref,
+            "base_sha": c.base.sha,
+            "head": c.head.ref,
+            "head_sha": c.head.sha,
+            "counts": c.counts(),
+        }
+        for c in found
+    ]
+    rows = [
+        (
+            c.id,
+            c.created,
+            f"{c.base.ref} {c.base.short}",
+            f"{c.head.ref} {c.head.short}",
+            counts_line(c),
+        )
+        for c in found
+    ]
+    emit_listing(
+        fmt,
+        records,
+        f"{len(found)} comparisons in {config.state_dir}",
+        ("Comparison", "Created", "Base", "Head", "Verdicts"),
+        rows,
+    )
+
+
+@guarded
+def clean_cmd(
+    worktrees: Annotated[
+        bool, typer.Option("--worktrees", help="Remove perfctl's git worktrees.")
+    ] = False,
+    envs: Annotated[bool, typer.Option("--envs", help="Remove the per-ref environments.")] = False,
+    results: Annotated[
+        bool, typer.Option("--results", help="Remove stored runs and comparisons.")
+    ] = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Remove what perfctl made (all three kinds when no flag is given).
+
+    Example: perfctl clean --worktrees --envs
+    """
+    from perfctl import envs as envs_mod
+    from perfctl.config import load_config
+    from perfctl.git import refs as gitrefs
+    from perfctl.store.local import open_store
+    from perfctl.store.lock import project_lock
+
+    config = load_config(project)
+    everything = not (worktrees or envs or results)
+    with project_lock(config.state_dir, what="clean"):
+        if worktrees or everything:
+            if (config.root / ".git").exists():
+                n = gitrefs.remove_worktrees(config.root, config.state_dir)
+                emit(f"removed {n} worktree(s)")
+        if envs or everything:
+            emit(f"removed {envs_mod.remove_envs(config.state_dir)} environment(s)")
+        if results or everything:
+            emit(f"removed {open_store(config.state_dir).remove_all()} stored record(s)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add list/run/runs/clean."""
+    app.command("list", rich_help_panel=MEASURE)(list_cmd)
+    app.command("run", rich_help_panel=MEASURE)(run_cmd)
+    app.command("runs", rich_help_panel=MANAGE)(runs_cmd)
+    app.command("comparisons", rich_help_panel=MANAGE)(comparisons_cmd)
+    app.command("clean", rich_help_panel=MANAGE)(clean_cmd)
+
+
+__all__ = ["register", "Path"]

@@ -1,0 +1,312 @@
+"""Commands: comment, ci (Publish) and init (Manage)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from perfctl.cli.common import MANAGE, PUBLISH, ProjectOpt, emit, guarded
+from perfctl.cli.measure import GlobOpt, RegimesOpt
+from perfctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from perfctl.jobs.ci import CiOutcome
+    from perfctl.model import Comparison
+    from perfctl.publish.github import CommentResult
+
+RepoOpt = Annotated[
+    str | None,
+    typer.Option("--repo", help="OWNER/NAME (default: the Actions event or GITHUB_REPOSITORY)."),
+]
+PrOpt = Annotated[
+    int | None,
+    typer.Option("--pr", min=1, help="Pull request number (default: the Actions event)."),
+]
+MarkerOpt = Annotated[
+    str,
+    typer.Option("--marker-id", help="Suffix of the hidden marker: one comment per suite."),
+]
+UrlBaseOpt = Annotated[
+    str | None,
+    typer.Option("--url-base", help="URL where the output folder is published; adds links."),
+]
+
+
+class CiKind(StrEnum):
+    """CI systems `perfctl init --ci` can write workflows for."""
+
+    github = "github"
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _report_result(result: CommentResult, where: str) -> None:
+    url = f": {result.url}" if result.url else ""
+    if result.action == "skipped":
+        _say(f"No change and no earlier comment on {where}: nothing posted (--only-on-change).")
+    else:
+        _say(f"Comment {result.action} on {where}{url}")
+
+
+def _stored(project: Path | None, comparison_id: str | None) -> tuple[Comparison, Path]:
+    """The chosen stored comparison (absolute artefact paths) and the reports dir."""
+    from perfctl.config import load_config
+    from perfctl.jobs.ci import absolute_artifacts
+    from perfctl.store.local import open_store
+
+    config = load_config(project)
+    store = open_store(config.state_dir)
+    c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
+    return absolute_artifacts(c, config.root), config.reports_dir
+
+
+def _render(
+    project: Path | None,
+    comparison_id: str | None,
+    comparison_file: Path | None,
+    marker_id: str,
+    url_base: str | None,
+) -> tuple[str, bool]:
+    """The body for a stored comparison or a comparison.json, and whether it changed."""
+    from perfctl.jobs.ci import read_comparison_file
+    from perfctl.render.comment import CommentOptions, check_url_base, has_changes, render_comment
+
+    base_url = check_url_base(url_base)
+    if comparison_file is not None:
+        c, root, report = read_comparison_file(comparison_file), None, "report.html"
+    else:
+        c, root = _stored(project, comparison_id)
+        report = f"comparison-{c.id}.html"  # what `perfctl report` writes there
+    opts = CommentOptions(
+        marker_id=marker_id, url_base=base_url, artifact_root=root, report_name=report
+    )
+    return render_comment(c, opts), has_changes(c)
+
+
+@guarded
+def comment(
+    repo: RepoOpt = None,
+    pr: PrOpt = None,
+    comparison_id: Annotated[
+        str | None, typer.Option("--comparison", help="Stored comparison id or unique prefix.")
+    ] = None,
+    last: Annotated[bool, typer.Option("--last", help="The newest comparison (default).")] = False,
+    comparison_file: Annotated[
+        Path | None,
+        typer.Option("--comparison-file", help="Render a comparison.json written by `perfctl ci`."),
+    ] = None,
+    body_file: Annotated[
+        Path | None, typer.Option("--body-file", help="Post this pre-rendered markdown as is.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the body to stdout; post nothing.")
+    ] = False,
+    only_on_change: Annotated[
+        bool,
+        typer.Option(
+            "--only-on-change",
+            help="Create no comment unless a regime regressed, improved or failed "
+            "(an existing one is still updated).",
+        ),
+    ] = False,
+    url_base: UrlBaseOpt = None,
+    marker_id: MarkerOpt = "",
+    project: ProjectOpt = None,
+) -> None:
+    """Create or update (in place) the one PR comment with a comparison's verdicts.
+
+    Needs GITHUB_TOKEN (unless --dry-run); GITHUB_API_URL selects GitHub Enterprise.
+
+    Example: perfctl comment --repo octo/app --pr 42 --last --only-on-change
+    """
+    from perfctl.jobs import ci
+    from perfctl.render.comment import marker
+
+    if sum(map(bool, (comparison_id, last, comparison_file, body_file))) > 1:
+        raise UsageError(
+            "--comparison, --last, --comparison-file and --body-file exclude each other",
+            "pick one source for the comment",
+        )
+    mark = marker(marker_id)
+    if body_file is not None:
+        if only_on_change:
+            raise UsageError(
+                "--only-on-change cannot judge a pre-rendered --body-file",
+                "use --comparison-file, or decide before posting",
+            )
+        body, changed = ci.read_body_file(body_file, mark), None
+    else:
+        body, changed = _render(project, comparison_id, comparison_file, marker_id, url_base)
+    if dry_run:
+        emit(body)
+        return
+    event, _ = ci.read_event(os.environ)
+    ctx = ci.pr_context(event, os.environ, repo, pr)
+    if ctx is None:
+        raise UsageError(
+            "no pull request to comment on",
+            "pass --repo OWNER/NAME --pr N, or --dry-run to print the body",
+        )
+    job = ci.CommentJob(ctx.target, body, mark, changed, only_on_change)
+    _report_result(ci.post_comment(job, os.environ), f"{ctx.target.repo}#{ctx.target.number}")
+
+
+@guarded
+def ci_cmd(
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Base ref (default: merge-base with the PR base or the default branch)."
+        ),
+    ] = None,
+    head: Annotated[str, typer.Option("--head", help="Head ref.")] = "HEAD",
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when a regime regressed.")
+    ] = False,
+    artifacts: Annotated[
+        Path | None, typer.Option("--artifacts", help="Output folder (default: reports/ci).")
+    ] = None,
+    repo: RepoOpt = None,
+    pr: PrOpt = None,
+    url_base: UrlBaseOpt = None,
+    marker_id: MarkerOpt = "",
+    fast: Annotated[bool, typer.Option("--fast", help="6 rounds × 2 values per regime.")] = False,
+    rigorous: Annotated[
+        bool, typer.Option("--rigorous", help="20–80 rounds, 240 s per regime.")
+    ] = False,
+    rounds: Annotated[int | None, typer.Option("--rounds", min=1, help="Minimum rounds.")] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")
+    ] = None,
+    time_budget: Annotated[
+        float | None, typer.Option("--time-budget", min=0, help="Seconds per regime.")
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", min=0, help="Noise band (0.02 = 2%).")
+    ] = None,
+    alpha: Annotated[
+        float | None, typer.Option("--alpha", min=0, max=1, help="Significance level.")
+    ] = None,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting.")
+    ] = False,
+    regimes: RegimesOpt = None,
+    regime: GlobOpt = None,
+    family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Compare in CI: write artefacts and the job summary, comment on the PR, then gate.
+
+    Exit codes: 0 ok, 1 regression (with --fail-on-regression), 2 usage, 3 failed
+    regime or GitHub error. The comment is posted whatever the gate decides.
+
+    Example: perfctl ci --fail-on-regression --artifacts reports/ci
+    """
+    from perfctl.config import load_config
+    from perfctl.jobs.ci import CiOptions, run_ci
+    from perfctl.jobs.compare import settings_for
+
+    config = load_config(project)
+    # Keywords, so mypy flags any change to compare's option handling here too.
+    settings = settings_for(
+        config=config,
+        fast=fast,
+        rigorous=rigorous,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        values=None,
+        min_time=None,
+        time_budget=time_budget,
+        threshold=threshold,
+        alpha=alpha,
+        order="abba",
+        seed=0,
+        confirm=confirm,
+        regimes=tuple(regimes or ()),
+        globs=tuple(regime or ()),
+        family=family,
+    )
+    opts = CiOptions(
+        base=base,
+        head=head,
+        artifacts=artifacts,
+        fail_on_regression=fail_on_regression,
+        repo=repo,
+        pr=pr,
+        marker_id=marker_id,
+        url_base=url_base,
+        settings=settings,
+    )
+    outcome = run_ci(config, opts, os.environ, progress=_progress)
+    _finish(outcome)
+
+
+def _progress(message: str) -> None:
+    # Plain lines, not a spinner: CI logs are not terminals.
+    _say(f"… {message}")
+
+
+def _finish(outcome: CiOutcome) -> None:
+    """Print what ci did (body on stdout, the rest on stderr) and exit with its code."""
+    from perfctl.cli.common import print_error
+    from perfctl.model import FAILED
+    from perfctl.render.comment import headline
+
+    emit(outcome.body)
+    for note in outcome.notes:
+        _say(f"Warning: {note}")
+    _say(f"{headline(outcome.comparison)} · artefacts: " + ", ".join(str(p) for p in outcome.files))
+    if outcome.comment is not None:
+        ctx = outcome.comment
+        _say(f"Comment {ctx.action}{': ' + ctx.url if ctx.url else ''}")
+    if outcome.publish_error is not None:
+        print_error(outcome.publish_error)
+    failed = [r.name for r in outcome.comparison.regimes if r.verdict == FAILED]
+    if failed:
+        _say(f"Error: {len(failed)} regime(s) failed: {', '.join(failed)}")
+        _say("Hint: comparison.md and report.html show each failure's reason")
+    raise typer.Exit(outcome.exit_code)
+
+
+@guarded
+def init(
+    ci: Annotated[
+        CiKind | None, typer.Option("--ci", help="Also write CI workflows (github).")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite files perfctl init wrote before.")
+    ] = False,
+    install: Annotated[
+        str | None,
+        typer.Option(
+            "--install",
+            help="What the workflows pip-install (default: this perfctl's version, "
+            "perfctl==VERSION); a requirement, URL or path.",
+        ),
+    ] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Set a project up: perfctl config, a starter regimes file and, optionally, CI workflows.
+
+    Example: perfctl init --ci github
+    """
+    from perfctl.jobs.scaffold import DEFAULT_INSTALL, init_project
+
+    root = (project or Path.cwd()).resolve()
+    for step in init_project(root, ci.value if ci else None, force, install or DEFAULT_INSTALL):
+        emit(f"{step.action:<11} {step.path.relative_to(root)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add comment, ci and init."""
+    app.command("comment", rich_help_panel=PUBLISH)(comment)
+    app.command("ci", rich_help_panel=PUBLISH)(ci_cmd)
+    app.command("init", rich_help_panel=MANAGE)(init)

@@ -1,0 +1,1 @@
+"""Git stage: resolve refs and keep one detached worktree per measured commit."""

@@ -1,0 +1,150 @@
+"""`perfctl run`: measure every selected regime of one checkout and store it."""
+
+from __future__ import annotations
+
+import json
+import platform
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfctl import __version__
+from perfctl.config import Config
+from perfctl.measure import runner
+from perfctl.model import FAILED, OK, SKIPPED, RefInfo, RegimeInfo, RegimeResult, Run
+from perfctl.regimes import discovery
+from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What `perfctl run` measures and how precisely."""
+
+    regimes: tuple[str, ...] = ()  # --regimes paths (else config)
+    globs: tuple[str, ...] = ()  # --regime GLOB
+    family: str | None = None
+    precision: runner.Precision = runner.DEFAULT
+    subjects: tuple[tuple[str, str], ...] = ()  # --subject family=module:factory
+    lock_wait: float = 600.0
+
+
+def subjects_env(config: Config, cli: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """PERFCTL_SUBJECTS for workers: config subjects overridden by --subject."""
+    merged = {**config.subjects, **dict(cli)}
+    return {"PERFCTL_SUBJECTS": json.dumps(merged)} if merged else {}
+
+
+def pyperf_version() -> str:
+    """The installed pyperf version."""
+    from importlib.metadata import version
+
+    return version("pyperf")
+
+
+def new_run(config: Config, ref: RefInfo, settings: dict[str, object]) -> Run:
+    """A fresh 'running' Run record with full provenance."""
+    from perfctl.measure.machine import fingerprint
+
+    return Run(
+        id=new_id(),
+        project=config.root.name,
+        ref=ref,
+        machine=fingerprint(),
+        started=utcnow(),
+        settings=settings,
+        python_version=platform.python_version(),
+        perfctl_version=__version__,
+        pyperf_version=pyperf_version(),
+    )
+
+
+def skipped(info: RegimeInfo) -> RegimeResult:
+    """A result for a regime whose requirements are unmet."""
+    return RegimeResult(
+        name=info.name,
+        family=info.family,
+        status=SKIPPED,
+        ops=info.ops,
+        reason=info.skip_reason or "",
+        baseline=info.baseline,
+        description=info.description,
+        params=info.params,
+    )
+
+
+def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeResult:
+    """A RegimeResult from a runner Outcome."""
+    return RegimeResult(
+        name=info.name,
+        family=info.family,
+        status=OK if outcome.ok else FAILED,
+        ops=info.ops,
+        processes=outcome.processes,
+        order=tuple(range(len(outcome.processes))),
+        reason=outcome.reason,
+        log_path=str(log),
+        baseline=info.baseline,
+        description=info.description,
+        params=info.params,
+        metrics=outcome.metrics or {},
+        loops=outcome.loops,
+    )
+
+
+def run_checkout(config: Config, options: RunOptions, progress: Progress | None = None) -> Run:
+    """Measure the checkout in place with the current interpreter; save after each regime."""
+    from perfctl import envs
+    from perfctl.store.lock import project_lock
+
+    target = envs.current_target(config)
+    files = discovery.regime_files(config, options.regimes)
+    env = {**target.env, **subjects_env(config, options.subjects)}
+    infos = discovery.select(
+        discovery.probe(target.python, files, cwd=target.cwd, env=env),
+        options.globs,
+        options.family,
+    )
+    worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
+    store = open_store(config.state_dir)
+    settings = {"precision": options.precision.name, **options.precision.__dict__}
+    with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
+        run = new_run(config, target.ref, settings)
+        store.begin_run(run)
+        failed = _measure_all(store, run, worker, infos, options.precision, config, progress)
+        return store.finish_run(run.id, FAILED if failed else "complete")
+
+
+def _measure_all(
+    store: SqliteStore,
+    run: Run,
+    worker: runner.Worker,
+    infos: list[RegimeInfo],
+    precision: runner.Precision,
+    config: Config,
+    progress: Progress | None,
+) -> bool:
+    failed = False
+    for i, info in enumerate(infos):
+        if progress:
+            progress(info.name, i, len(infos))
+        if info.skip_reason:
+            store.save_result(run.id, skipped(info), None)
+            continue
+        log = config.state_dir / "logs" / run.id / f"{_slug(info.name)}.log"
+        with tempfile.TemporaryDirectory(prefix="perfctl-run-") as tmp:
+            outcome = runner.measure(worker, info, precision, log=log, workdir=Path(tmp))
+            result = to_result(info, outcome, log)
+            store.save_result(run.id, result, outcome.pyperf_json)
+        failed |= not outcome.ok
+    if progress:
+        progress("", len(infos), len(infos))
+    return failed
+
+
+def _slug(name: str) -> str:
+    from perfctl.store.local import slug
+
+    return slug(name)

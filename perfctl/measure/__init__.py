@@ -1,0 +1,1 @@
+"""Measurement stage: pyperf worker processes, interleaving and the machine fingerprint."""

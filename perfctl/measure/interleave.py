@@ -1,0 +1,167 @@
+"""Interleaved measurement of one regime on two refs, process by process.
+
+Each round runs one pyperf worker process per ref, in ABBA order (or a seeded
+random order), so drift of the machine hits both sides equally. The process is
+the unit of replication. After ``rounds`` rounds the answer is checked with
+:func:`perfctl.stats.decision.is_clear`; while it is not clear, more rounds are added
+until ``max_rounds`` or the regime's time budget is reached (sequential
+sampling).
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfctl.measure import runner
+from perfctl.model import RegimeInfo
+
+SIDES = ("base", "head")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How many processes to run and how long each is."""
+
+    rounds: int = 10
+    max_rounds: int = 80
+    time_budget: float = 60.0
+    values: int = 3
+    warmups: int = 1
+    min_time: float = 0.05
+    order: str = "abba"  # or "random"
+    seed: int = 0
+    threshold: float = 0.02
+
+
+@dataclass
+class SideData:
+    """What one ref produced for one regime."""
+
+    processes: list[tuple[float, ...]] = field(default_factory=list)
+    order: list[int] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    ok: bool = True
+    reason: str = ""
+    loops: int = 0
+
+
+def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:
+    """Which side goes first in round ``i`` (ABBA: AB, BA, AB, BA...)."""
+    if schedule.order == "random":
+        return ("base", "head") if rng.random() < 0.5 else ("head", "base")
+    return ("base", "head") if i % 2 == 0 else ("head", "base")
+
+
+def _calibrate(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    logs: dict[str, Path],
+    data: dict[str, SideData],
+    deadline: float,
+) -> int:
+    # One loop count for both sides, so each value amortises the same loop overhead.
+    for side in SIDES:
+        out = runner.calibrate(
+            workers[side], info, min_time=0.05, log=logs[side], timeout=deadline - time.monotonic()
+        )
+        if out.ok:
+            return out.loops
+        data[side].ok, data[side].reason = False, out.reason
+    return 0
+
+
+def _one(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    side: str,
+    sched: Schedule,
+    loops: int,
+    tmp: Path,
+    n: int,
+    logs: dict[str, Path],
+    deadline: float,
+    data: SideData,
+) -> None:
+    out, metrics = tmp / f"{side}-{n}.json", tmp / f"{side}-metrics.jsonl"
+    res = runner.run_process(
+        workers[side],
+        info,
+        loops=loops,
+        warmups=sched.warmups,
+        values=sched.values,
+        min_time=sched.min_time,
+        out=out,
+        metrics=metrics,
+        log=logs[side],
+        timeout=max(deadline - time.monotonic(), 1.0),
+    )
+    if not res.ok:
+        data.ok, data.reason = False, res.reason
+        return
+    data.processes.extend(res.processes)
+    data.order.extend([n] * len(res.processes))
+    data.files.append(out)
+
+
+def measure_pair(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    sched: Schedule,
+    logs: dict[str, Path],
+    tmp: Path,
+    is_clear: Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool],
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, SideData]:
+    """Measure one regime on both sides, interleaved; stops early once clear."""
+    data = {s: SideData() for s in SIDES}
+    timeout = info.timeout or runner.DEFAULT_TIMEOUT
+    deadline = time.monotonic() + timeout
+    soft_end = time.monotonic() + sched.time_budget
+    loops = _calibrate(workers, info, logs, data, deadline)
+    if not loops:
+        return data
+    for side in SIDES:
+        data[side].loops = loops
+    rng, n = random.Random(sched.seed), 0
+    for i in range(sched.max_rounds):
+        started = time.monotonic()
+        for side in round_order(i, sched, rng):
+            _one(workers, info, side, sched, loops, tmp, n, logs, deadline, data[side])
+            n += 1
+        if progress:
+            progress(i + 1)
+        if not (data["base"].ok and data["head"].ok):
+            break
+        now = time.monotonic()
+        # Optional rounds must never run into the regime's own timeout: that would turn
+        # a regime whose timeout is shorter than the sampling budget into a failure.
+        no_room = now + 3 * (now - started) + 0.5 > deadline  # rounds vary: keep a margin
+        if i + 1 >= sched.rounds and (
+            now > soft_end or no_room or is_clear(data["base"].processes, data["head"].processes)
+        ):
+            break
+    return data
+
+
+def merge_pyperf(files: list[Path], dest: Path) -> Path | None:
+    """Merge worker JSON files into one pyperf file (pyperf tools read it)."""
+    import pyperf
+
+    if not files:
+        return None
+    bench = pyperf.Benchmark.load(str(files[0]))
+    for f in files[1:]:
+        bench.add_runs(pyperf.Benchmark.load(str(f)))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    bench.dump(str(dest), replace=True)
+    return dest
+
+
+def workdir() -> tempfile.TemporaryDirectory[str]:
+    """A scratch directory for one regime's worker files."""
+    return tempfile.TemporaryDirectory(prefix="perfctl-cmp-")

@@ -1,0 +1,286 @@
+"""Run regimes in isolated pyperf worker processes and collect their values.
+
+Two ways of driving pyperf, both through the one worker script
+(``measure/workers/bench.py``):
+
+* :func:`measure` lets pyperf's own master spawn calibration and worker
+  processes (``perfctl run``: one checkout, pyperf's usual protocol);
+* :func:`calibrate` and :func:`run_process` run single ``--worker`` processes,
+  so :mod:`perfctl.jobs.compare` can interleave the processes of two refs.
+
+Every child runs in its own process group with a deadline; on timeout or
+Ctrl-C the whole group is killed, so no worker outlives perfctl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+from perfctl.measure.workers import WORKERS
+from perfctl.model import FAILED, OK, RegimeInfo
+from perfctl.regimes.discovery import join_files
+
+BENCH = WORKERS / "bench.py"
+DEFAULT_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How much pyperf measures: processes × (warmups + values), min value time."""
+
+    name: str
+    processes: int
+    values: int
+    warmups: int = 1
+    min_time: float = 0.1
+
+    def pyperf_args(self) -> list[str]:
+        """The matching pyperf command-line options."""
+        return [
+            "-p",
+            str(self.processes),
+            "-n",
+            str(self.values),
+            "-w",
+            str(self.warmups),
+            "--min-time",
+            str(self.min_time),
+        ]
+
+
+# pyperf's own presets (see FIELD-NOTES): default 20×(1+3), --fast 10×(1+2),
+# --rigorous 40×(1+3).
+FAST = Precision("fast", processes=10, values=2)
+DEFAULT = Precision("default", processes=20, values=3)
+RIGOROUS = Precision("rigorous", processes=40, values=3)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """How to start workers for one target: interpreter, cwd, environment."""
+
+    python: Path
+    cwd: Path
+    env: dict[str, str]
+    files: tuple[Path, ...]
+    inherit: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pyperf invocation produced."""
+
+    ok: bool
+    processes: tuple[tuple[float, ...], ...] = ()
+    loops: int = 0
+    pyperf_json: Path | None = None
+    reason: str = ""
+    metrics: dict[str, float] | None = None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def spawn(
+    cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path, timeout: float
+) -> int | None:
+    """Run argv with output appended to ``log``; None when it timed out."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            return proc.wait(timeout=max(timeout, 0.1))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return None
+        except BaseException:
+            # Ctrl-C or any error in perfctl: never leave the worker tree behind.
+            _kill_group(proc)
+            raise
+
+
+# What pyperf copies into its workers by default; everything else must be asked
+# for with `inherit_environ`, so a stray variable never changes a measurement.
+COPY_ENV = (
+    "PATH",
+    "HOME",
+    "TEMP",
+    "TMPDIR",
+    "COMSPEC",
+    "SystemRoot",
+    "SystemDrive",
+    "PYTHONPATH",
+    "PYTHON_CPU_COUNT",
+    "PYTHON_GIL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+)
+
+
+def worker_env(worker: Worker) -> dict[str, str]:
+    """A scrubbed environment for worker processes, as pyperf gives its own."""
+    names = (*COPY_ENV, *worker.inherit)
+    env = {k: os.environ[k] for k in names if k in os.environ}
+    # Nothing a worker imports from the user's checkout may leave __pycache__ there.
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1", **worker.env}
+
+
+def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[str]:
+    cmd = [
+        str(worker.python),
+        str(BENCH),
+        "--perfctl-regime",
+        regime.name,
+        "--perfctl-files",
+        join_files(worker.files),
+    ]
+    if metrics is not None:
+        cmd += ["--perfctl-metrics", str(metrics)]
+    return cmd
+
+
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*")
+
+
+def _failure(log: Path, rc: int | None, timeout: float) -> str:
+    if rc is None:
+        return f"timed out after {timeout:.0f} s (log: {log})"
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    # The worker's own exception, not pyperf's master reporting that the worker failed.
+    excs = [ln for ln in lines if _EXC_LINE.match(ln) and "failed with exit code" not in ln]
+    last = excs[-1] if excs else "the worker process died"
+    if rc < 0:
+        last = f"killed by signal {-rc}"
+    return f"{last} (exit code {rc}; log: {log})"
+
+
+def read_processes(path: Path) -> tuple[tuple[tuple[float, ...], ...], int]:
+    """Per-process values (warmups dropped) and loops from a pyperf JSON file."""
+    import pyperf
+
+    bench = pyperf.Benchmark.load(str(path))
+    procs = tuple(tuple(r.values) for r in bench.get_runs() if r.values)
+    return procs, int(bench.get_metadata().get("loops", 0) or 0)
+
+
+def read_metrics(path: Path) -> dict[str, float]:
+    """Median of each metric over the worker processes that reported it."""
+    if not path.exists():
+        return {}
+    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    keys = sorted({k for row in rows for k in row})
+    return {k: float(median(row[k] for row in rows if k in row)) for k in keys}
+
+
+def measure(
+    worker: Worker, regime: RegimeInfo, precision: Precision, *, log: Path, workdir: Path
+) -> Outcome:
+    """Measure one regime with pyperf's own master process."""
+    out, metrics = workdir / "pyperf.json", workdir / "metrics.jsonl"
+    inherit = ",".join(
+        sorted({"PERFCTL_SUBJECTS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", *worker.inherit})
+    )
+    cmd = [
+        *_base_cmd(worker, regime, metrics),
+        *precision.pyperf_args(),
+        "--quiet",
+        "-o",
+        str(out),
+        f"--inherit-environ={inherit}",
+    ]
+    timeout = regime.timeout or DEFAULT_TIMEOUT
+    rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
+    if rc != 0 or not out.exists():
+        return Outcome(ok=False, reason=_failure(log, rc, timeout))
+    procs, loops = read_processes(out)
+    return Outcome(
+        ok=True, processes=procs, loops=loops, pyperf_json=out, metrics=read_metrics(metrics)
+    )
+
+
+def calibrate(
+    worker: Worker, regime: RegimeInfo, *, min_time: float, log: Path, timeout: float
+) -> Outcome:
+    """Find pyperf's loop count for a regime in one calibration process."""
+    with tempfile.TemporaryDirectory(prefix="perfctl-cal-") as tmp:
+        out = Path(tmp) / "cal.json"
+        cmd = [
+            *_base_cmd(worker, regime, None),
+            "--worker",
+            "--calibrate-loops",
+            "--min-time",
+            str(min_time),
+            "-o",
+            str(out),
+        ]
+        rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
+        if rc != 0 or not out.exists():
+            return Outcome(ok=False, reason=_failure(log, rc, timeout))
+        import pyperf
+
+        loops = int(pyperf.Benchmark.load(str(out)).get_metadata().get("calibrate_loops", 1))
+    return Outcome(ok=True, loops=max(loops, 1))
+
+
+def run_process(
+    worker: Worker,
+    regime: RegimeInfo,
+    *,
+    loops: int,
+    warmups: int,
+    values: int,
+    min_time: float,
+    out: Path,
+    metrics: Path,
+    log: Path,
+    timeout: float,
+) -> Outcome:
+    """One pyperf worker process with a fixed loop count."""
+    cmd = [
+        *_base_cmd(worker, regime, metrics),
+        "--worker",
+        "-l",
+        str(loops),
+        "-w",
+        str(warmups),
+        "-n",
+        str(values),
+        "--min-time",
+        str(min_time),
+        "-o",
+        str(out),
+    ]
+    started = time.monotonic()
+    rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
+    if rc != 0 or not out.exists():
+        return Outcome(ok=False, reason=_failure(log, rc, time.monotonic() - started))
+    procs, _ = read_processes(out)
+    return Outcome(ok=True, processes=procs, loops=loops, pyperf_json=out)
+
+
+def status_of(outcome: Outcome) -> str:
+    """OK or FAILED."""
+    return OK if outcome.ok else FAILED

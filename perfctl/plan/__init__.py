@@ -1,0 +1,1 @@
+"""The living optimization plan: phase config, judging phases, and the document."""

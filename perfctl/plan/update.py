@@ -1,0 +1,313 @@
+"""Plan updates: judge each phase against its stored comparison and rewrite the blocks.
+
+The phases themselves (config, targets, checks) live in :mod:`perfctl.plan.spec`;
+the document and its markers in :mod:`perfctl.plan.document`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfctl.config import Config
+from perfctl.errors import PerfctlError, PlanError
+from perfctl.model import Comparison, RefInfo, RegimeComparison
+from perfctl.plan import document as plandoc
+from perfctl.plan.document import PlanDoc
+from perfctl.plan.spec import (
+    IN_PROGRESS,
+    PLANNED,
+    Check,
+    Phase,
+    PlanSpec,
+    Target,
+    guard_check,
+    load_spec,
+    parse_target,
+)
+from perfctl.store.local import Store, open_store
+
+if TYPE_CHECKING:
+    from perfctl.jobs.compare import CompareSettings
+
+__all__ = [
+    "IN_PROGRESS",
+    "PLANNED",
+    "Check",
+    "Phase",
+    "PhaseState",
+    "PlanSpec",
+    "Row",
+    "Target",
+    "UpdateResult",
+    "guard_check",
+    "init_plan",
+    "load_spec",
+    "parse_target",
+    "update_plan",
+]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One regime row of a phase's result table."""
+
+    name: str
+    rc: RegimeComparison | None
+    checks: tuple[Check, ...]
+    primary: bool
+
+
+@dataclass(frozen=True)
+class PhaseState:
+    """A phase with its resolved refs, its stored comparison and its judged rows."""
+
+    phase: Phase
+    status: str
+    before: RefInfo | None
+    after: RefInfo | None
+    comparison: Comparison | None
+    rows: tuple[Row, ...]
+    note: str = ""  # why there are no results, when there are none
+
+
+# --- judging ---------------------------------------------------------------------
+
+
+def regime_matches(ref: str, rc: RegimeComparison) -> bool:
+    """Whether a configured name refers to this regime (full, prefix or family.name)."""
+    stem = rc.name.split("[", 1)[0]
+    return ref in (rc.name, stem, f"{rc.family}.{rc.name}", f"{rc.family}.{stem}")
+
+
+def _matched(ref: str, comparison: Comparison | None) -> list[tuple[str, RegimeComparison | None]]:
+    found: list[tuple[str, RegimeComparison | None]] = [
+        (rc.name, rc)
+        for rc in (comparison.regimes if comparison else ())
+        if regime_matches(ref, rc)
+    ]
+    return found or [(ref, None)]
+
+
+def phase_rows(phase: Phase, comparison: Comparison | None) -> tuple[Row, ...]:
+    """The result rows of a phase: primary regimes (with targets), then guards."""
+    rows: dict[str, Row] = {}
+    refs = [(ref, False) for ref in phase.primary()] + [(ref, True) for ref in phase.guards]
+    for ref, guard in refs:
+        for name, rc in _matched(ref, comparison):
+            checks: tuple[Check, ...]
+            if guard:
+                checks = (guard_check(rc),)
+            else:
+                checks = tuple(t.evaluate(rc) for k, t in phase.targets if k == ref)
+            old = rows.get(name)
+            if old is not None:
+                checks = old.checks + tuple(c for c in checks if c not in old.checks)
+            rows[name] = Row(name, rc, checks, (old is not None and old.primary) or not guard)
+    return tuple(rows.values())
+
+
+def measure_globs(phase: Phase) -> list[str]:
+    """Globs for compare: exact full names, every variant for a name without ``[``."""
+    out = []
+    for ref in (*phase.primary(), *phase.guards):
+        # fnmatch reads `[` as a character class: escape it to match literally.
+        escaped = re.sub(r"([*?\[])", r"[\1]", ref)
+        out.append(escaped if "[" in ref else escaped + "*")
+    return list(dict.fromkeys(out))
+
+
+# --- the API -----------------------------------------------------------------------
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What `plan update` did, or would do with ``check``."""
+
+    label: str
+    changed: tuple[str, ...]  # blocks whose content changed
+    measured: tuple[str, ...] = ()  # phases measured now
+    pending: tuple[str, ...] = ()  # phases an update would measure (check mode)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def stale(self) -> bool:
+        """Whether `plan update` would change the file."""
+        return bool(self.changed or self.pending)
+
+
+def init_plan(config: Config, path: Path, *, force: bool = False) -> Path:
+    """Write a new plan skeleton: prose placeholders around every generated block."""
+    spec = load_spec(config)
+    if path.exists() and not force:
+        raise PlanError(
+            f"{path} already exists",
+            "pass --force to overwrite it, or run `perfctl plan update "
+            f"{path}` to refresh its generated blocks",
+        )
+    if not path.parent.is_dir():
+        raise PlanError(f"{path.parent} is not a directory", "create it first")
+    plandoc.write_atomic(path, _skeleton(config, spec, str(path)))
+    return path
+
+
+def _skeleton(config: Config, spec: PlanSpec, label: str) -> str:
+    from importlib.resources import files
+
+    import jinja2
+
+    source = files("perfctl.render.templates").joinpath("plan.md.j2").read_text(encoding="utf-8")
+    # No autoescaping: this renders markdown, not HTML.
+    env = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(source).render(project=config.root.name, phases=spec.phases, label=label)
+
+
+def update_plan(
+    config: Config,
+    path: Path,
+    *,
+    measure: bool = True,
+    check: bool = False,
+    settings: CompareSettings | None = None,
+    progress: Progress | None = None,
+) -> UpdateResult:
+    """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
+    spec = load_spec(config)
+    doc = plandoc.read_doc(path, str(path))
+    plandoc.check_names(doc, [p.id for p in spec.phases])
+    refs = {p.id: _resolve(config, doc, p) for p in spec.phases}
+    store = open_store(config.state_dir)
+    found = {p.id: _stored(store, *refs[p.id]) for p in spec.phases}
+    missing = tuple(p.id for p in spec.phases if p.status != PLANNED and found[p.id] is None)
+    if measure and not check:
+        for pid in missing:
+            found[pid] = _measure(config, spec, pid, settings, progress or (lambda _m: None))
+    states = [_state(p, *refs[p.id], found[p.id]) for p in spec.phases]
+    contents = _contents(spec, doc, states)
+    changed = tuple(
+        b.name for b in doc.blocks() if "".join(ln + b.eol for ln in contents[b.name]) != b.inner
+    )
+    if changed and not check:
+        plandoc.write_atomic(path, doc.render(contents))
+    return UpdateResult(
+        str(path),
+        changed,
+        () if check or not measure else missing,
+        missing if check and measure else (),
+        _warnings(doc, spec),
+    )
+
+
+def _doc_line(doc: PlanDoc, phase: Phase) -> int:
+    block = doc.block(f"phase-{phase.id}") or doc.block("phase-tracker")
+    return block.line if block else 1
+
+
+def _resolve(config: Config, doc: PlanDoc, phase: Phase) -> tuple[RefInfo | None, RefInfo | None]:
+    if phase.status == PLANNED:
+        return None, None  # not started: its refs may not exist yet
+    from perfctl.errors import GitError
+    from perfctl.git.refs import resolve_ref
+
+    out = []
+    for ref in (phase.before, phase.after):
+        try:
+            out.append(resolve_ref(config.root, ref))
+        except GitError as exc:
+            raise PlanError(
+                f"{doc.label}:{_doc_line(doc, phase)}: phase {phase.id}: ref `{ref}` "
+                f"does not resolve ({exc.message})",
+                "create the ref, fix the phase's before/after in config, or set "
+                'status = "planned" until the phase starts',
+            ) from None
+    return out[0], out[1]
+
+
+def _stored(store: Store, before: RefInfo | None, after: RefInfo | None) -> Comparison | None:
+    if before is None or after is None:
+        return None
+    found: Comparison | None = store.find_comparison(before.sha, after.sha)
+    return found
+
+
+def _measure(
+    config: Config, spec: PlanSpec, pid: str, settings: CompareSettings | None, say: Progress
+) -> Comparison:
+    from perfctl.jobs.compare import compare_refs
+
+    phase = spec.phase(pid)
+    assert phase is not None
+    say(f"phase {pid}: measuring {phase.before} → {phase.after}")
+    # The baseline phase measures the whole suite, so the baseline snapshot
+    # (and its direct-vs-system slowdowns) covers every regime, as seed 000's does.
+    globs = None if pid == spec.baseline_phase else measure_globs(phase)
+    try:
+        return compare_refs(
+            config,
+            phase.before,
+            phase.after,
+            regimes=globs,
+            settings=settings,
+            progress=lambda m: say(f"phase {pid}: {m}"),
+        )
+    except PerfctlError as exc:
+        exc.message = f"phase {pid}: {exc.message}"  # same class, so the same exit code
+        raise
+
+
+def _status(phase: Phase, after: RefInfo | None, comparison: Comparison | None) -> str:
+    if phase.status == PLANNED:
+        return "Planned"
+    if phase.live:
+        return "In progress"
+    if comparison is not None and after is not None:
+        return f"Completed ({after.date[:10]})"
+    return "Not measured"
+
+
+def _state(
+    phase: Phase, before: RefInfo | None, after: RefInfo | None, comparison: Comparison | None
+) -> PhaseState:
+    note = ""
+    if phase.status == PLANNED:
+        note = "the phase has not started"
+    elif comparison is None:
+        note = (
+            f"no stored comparison of `{phase.before}` and `{phase.after}`; "
+            "run `perfctl plan update` without --no-measure"
+        )
+    return PhaseState(
+        phase,
+        _status(phase, after, comparison),
+        before,
+        after,
+        comparison,
+        phase_rows(phase, comparison),
+        note,
+    )
+
+
+def _contents(spec: PlanSpec, doc: PlanDoc, states: Sequence[PhaseState]) -> dict[str, list[str]]:
+    base = next((s for s in states if s.phase.id == spec.baseline_phase), None)
+    out = {
+        "phase-tracker": plandoc.tracker_lines(states),
+        "baseline": plandoc.baseline_lines(spec, base),
+        "success-metrics": plandoc.metrics_lines(states, base),
+        "update-log": plandoc.log_lines(doc.block("update-log"), states),
+    }
+    out.update({f"phase-{s.phase.id}": plandoc.phase_lines(spec, s) for s in states})
+    # Blank lines around the content keep markdown from gluing it to the markers.
+    return {name: ["", *lines, ""] for name, lines in out.items()}
+
+
+def _warnings(doc: PlanDoc, spec: PlanSpec) -> tuple[str, ...]:
+    return tuple(
+        f"phase {p.id} has no `phase-{p.id}` block in {doc.label}"
+        for p in spec.phases
+        if doc.block(f"phase-{p.id}") is None
+    )

@@ -1,0 +1,1 @@
+"""Profiling stage: py-spy recording, stacks, hot spots and before/after diffs."""

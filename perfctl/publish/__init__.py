@@ -1,0 +1,1 @@
+"""Publishing: the GitHub client that posts and updates the PR comment."""

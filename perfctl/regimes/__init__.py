@@ -1,0 +1,1 @@
+"""Regimes: the authoring API, discovery, loading, requirements and the built-in suite."""

@@ -1,0 +1,183 @@
+"""Host-side regime discovery: resolve regime sources and probe them.
+
+Regimes files are never imported into the perfctl process: a probe worker
+imports them in the target environment, so a broken file cannot take perfctl
+down and ``requires`` is judged where the regimes will run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from perfctl.config import Config
+from perfctl.errors import ConfigError, RegimeLoadError, UsageError
+from perfctl.measure.workers import WORKERS
+from perfctl.model import RegimeInfo
+
+PROBE_TIMEOUT = 120.0
+
+
+def builtin_dir() -> Path:
+    """The folder of the built-in regime suite (inside the installed package)."""
+    return Path(str(resources.files("perfctl.regimes.builtin")))
+
+
+def _builtin_files(spec: str) -> list[Path]:
+    family = spec.partition(":")[2]
+    folder = builtin_dir()
+    if not family:
+        return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    path = folder / f"{family}.py"
+    if not path.is_file():
+        known = sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
+        raise UsageError(
+            f"unknown built-in family `{family}`", "known families: " + ", ".join(known)
+        )
+    return [path]
+
+
+def _path_files(spec: str, root: Path) -> list[Path]:
+    path = Path(spec)
+    path = path if path.is_absolute() else root / path
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.py") if not p.name.startswith("_"))
+    if path.is_file():
+        return [path]
+    raise RegimeLoadError(
+        f"regimes file `{spec}` does not exist",
+        "check the path given with --regimes or in [tool.perfctl] regimes",
+    )
+
+
+def regime_files(config: Config, cli_paths: Sequence[str] = ()) -> list[Path]:
+    """The regimes files to load: --regimes first, else config, resolved."""
+    specs = list(cli_paths) or list(config.regimes)
+    if not specs:
+        raise ConfigError(
+            "no regimes configured for this project",
+            "pass --regimes PATH (or `--regimes builtin` for the bundled suite), or set "
+            "[tool.perfctl] regimes = [...] in pyproject.toml",
+        )
+    files: list[Path] = []
+    for spec in specs:
+        found = (
+            _builtin_files(spec)
+            if spec.split(":")[0] == "builtin"
+            else _path_files(spec, config.root)
+        )
+        files.extend(f.resolve() for f in found if f.resolve() not in files)
+    return files
+
+
+def join_files(files: Sequence[Path]) -> str:
+    """Files as one worker argument."""
+    return os.pathsep.join(str(f) for f in files)
+
+
+def probe(
+    python: Path, files: Sequence[Path], *, cwd: Path, env: dict[str, str] | None = None
+) -> list[RegimeInfo]:
+    """Import the files in a worker of ``python`` and return their regimes."""
+    cmd = [str(python), str(WORKERS / "probe.py"), *map(str, files)]
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RegimeLoadError(
+            f"importing the regimes files took over {PROBE_TIMEOUT:.0f} s",
+            "importing must not run workloads; move work into the regime function",
+        ) from exc
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RegimeLoadError(
+            f"cannot load regimes with {python}: {tail}",
+            "check that perfctl is importable in that environment",
+        )
+    data = json.loads(lines[-1])
+    if "error" in data:
+        err = data["error"]
+        raise RegimeLoadError(
+            f"{err['where']}: {err['message']}",
+            "fix the regimes file; importing it must succeed without running workloads",
+        )
+    return [_info(d) for d in data["regimes"]]
+
+
+def _info(d: dict[str, object]) -> RegimeInfo:
+    return RegimeInfo(
+        name=str(d["name"]),
+        family=str(d["family"]),
+        params=dict(d["params"]),  # type: ignore[call-overload]
+        ops=int(d["ops"]),  # type: ignore[call-overload]
+        baseline=d["baseline"] if isinstance(d["baseline"], str) else None,
+        requires=tuple(d["requires"]),  # type: ignore[arg-type]
+        description=str(d["description"]),
+        source=str(d["source"]),
+        tags=tuple(d["tags"]),  # type: ignore[arg-type]
+        timeout=d["timeout"] if isinstance(d["timeout"], (int, float)) else None,
+        skip_reason=d["skip_reason"] if isinstance(d["skip_reason"], str) else None,
+    )
+
+
+class Named(Protocol):
+    """What selection needs of a regime: discovered (RegimeInfo) or stored (RegimeResult)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def baseline(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Named)
+
+
+def select(regimes: Sequence[R], globs: Sequence[str], family: str | None = None) -> list[R]:
+    """Filter by family and by name globs (each glob must match something)."""
+    out = [r for r in regimes if family is None or r.family == family]
+    if family is not None and not out:
+        fams = sorted({r.family for r in regimes})
+        raise UsageError(f"no regime in family `{family}`", "families: " + ", ".join(fams))
+    if not globs:
+        return out
+    chosen: list[R] = []
+    for g in globs:
+        # An exact name (which may contain `[...]`) wins over reading it as a glob.
+        hits = [r for r in out if g in (r.name, f"{r.family}.{r.name}")] or [
+            r
+            for r in out
+            if fnmatch.fnmatchcase(r.name, g) or fnmatch.fnmatchcase(f"{r.family}.{r.name}", g)
+        ]
+        if not hits:
+            import difflib
+
+            close = difflib.get_close_matches(g, [r.name for r in out], n=3)
+            raise UsageError(
+                f"no regime matches `{g}`",
+                ("did you mean: " + ", ".join(close)) if close else "list them with `perfctl list`",
+            )
+        chosen.extend(h for h in hits if h not in chosen)
+    # A selected regime's baseline comes along, so the Slowdown column has its reference.
+    by_name = {r.name: r for r in out}
+    for r in list(chosen):
+        base = by_name.get(r.baseline or "")
+        if base is not None and base not in chosen:
+            chosen.append(base)
+    return chosen

@@ -1,0 +1,1 @@
+"""Rendering: terminal, markdown, PR comment, charts, flame graphs and HTML reports."""

@@ -1,0 +1,414 @@
+"""Plotly figure builders for the HTML reports, and the time units they share.
+
+Every builder returns a plain figure dict (``{"data": [...], "layout": {...}}``)
+that the page hands to ``Plotly.newPlot``; the page applies one shared
+:func:`template` to all of them. Plain dicts rather than ``graph_objects``:
+validating 50 figures of 500 points took seconds (tests validate them
+instead). Plotly renders a subset of HTML in every label, so all text that
+comes from users (regime names, commit subjects, call-tree nodes) goes
+through :func:`label` first and shows as text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from perfctl.model import OK, RegimeComparison, RegimeResult, Run
+from perfctl.render.tables import fmt_pct, fmt_time
+
+BASE_COLOUR = "#8a94a6"
+HEAD_COLOUR = "#2a6fdb"
+UP_COLOUR = "#d64545"  # slower
+DOWN_COLOUR = "#2e9e5b"  # faster
+BAND_FILL = "rgba(42, 111, 219, 0.15)"
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+_TOP_NODES = 12
+_TOP_REGIMES = 15
+_LOG_SPREAD = 30.0  # a family spanning this factor or more gets a log axis
+Figure = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MovedNode:
+    """One call-tree node of a differential profile, seconds per op on each side."""
+
+    node: str
+    before_s: float
+    after_s: float
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One stored run of one regime on the history chart."""
+
+    x: str
+    median_s: float
+    ci_low_s: float
+    ci_high_s: float
+    hover: str
+    change: bool = False
+
+
+@dataclass(frozen=True)
+class TrendSeries:
+    """The history of one regime: one point per stored run that measured it."""
+
+    name: str
+    family: str
+    points: tuple[TrendPoint, ...]
+
+
+def pick_unit(seconds: float) -> tuple[str, float]:
+    """The largest time unit in which ``seconds`` is at least 1, and its scale."""
+    for name, scale in _UNITS:
+        if abs(seconds) >= scale:
+            return name, scale
+    return _UNITS[-1]
+
+
+def format_per_op(seconds: float | None) -> str:
+    """Seconds per op in a readable unit, e.g. ``12.3 µs/op``; ``—`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    return f"{fmt_time(seconds)}/op"
+
+
+def format_change(change: float | None) -> str:
+    """A relative change as a signed percentage, e.g. ``+4.2%``; ``—`` when unknown."""
+    return "—" if change is None or not math.isfinite(change) else fmt_pct(change)
+
+
+def label(text: str) -> str:
+    """User text made safe for plotly's HTML-like labels (shown literally)."""
+    return html.escape(str(text), quote=False)
+
+
+def template() -> dict[str, Any]:
+    """The plotly template every figure of a page shares (sent once, not per figure)."""
+    import plotly.io as pio
+
+    return dict(pio.templates["plotly_white"].to_plotly_json())
+
+
+def _layout(title: str, unit: str, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title, "x": 0.01, "font": {"size": 15}},
+        "height": 380,
+        "margin": {"l": 70, "r": 20, "t": 50, "b": 90},
+        "xaxis": {"tickangle": -25, "automargin": True},
+        "yaxis": {"title": {"text": f"time per op ({unit})"}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"},
+        "hoverlabel": {"align": "left"},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _log_if_spread(layout: dict[str, Any], values: Sequence[float]) -> dict[str, Any]:
+    # Parametrised regimes (size=4k vs size=1m) often differ by orders of
+    # magnitude; on a linear axis the small ones would vanish.
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) >= _LOG_SPREAD:
+        layout["yaxis"] = {**layout["yaxis"], "type": "log", "rangemode": "normal"}
+    return layout
+
+
+def _sides(base_label: str, head_label: str) -> tuple[tuple[str, str, str], ...]:
+    return (("base", base_label, BASE_COLOUR), ("head", head_label, HEAD_COLOUR))
+
+
+def bars_figure(
+    family: str, regimes: Sequence[RegimeComparison], base_label: str, head_label: str
+) -> Figure:
+    """Base vs head median per op for one family, on a shared axis with CI error bars."""
+    rows = [r for r in regimes if r.base is not None or r.head is not None]
+    peak = max((s.ci_high_s for r in rows for s in (r.base, r.head) if s is not None), default=1.0)
+    unit, scale = pick_unit(peak)
+    traces = []
+    for side, name, colour in _sides(base_label, head_label):
+        x, y, plus, minus, hover = [], [], [], [], []
+        for r in rows:
+            stats = r.base if side == "base" else r.head
+            if stats is None:
+                continue
+            x.append(label(r.name))
+            y.append(stats.median_s / scale)
+            plus.append((stats.ci_high_s - stats.median_s) / scale)
+            minus.append((stats.median_s - stats.ci_low_s) / scale)
+            hover.append(
+                f"{label(r.name)}<br>{label(name)}: {format_per_op(stats.median_s)}"
+                f"<br>CI {format_per_op(stats.ci_low_s)} – {format_per_op(stats.ci_high_s)}"
+                f"<br>{stats.n_processes} processes, CV {stats.cv * 100:.1f}%"
+            )
+        error: dict[str, Any] = {"type": "data", "symmetric": False, "array": plus,
+                                 "arrayminus": minus, "thickness": 1.2}  # fmt: skip
+        traces.append(
+            {"type": "bar", "x": x, "y": y, "name": label(name), "marker": {"color": colour},
+             "hovertext": hover, "hoverinfo": "text", "error_y": error}
+        )  # fmt: skip
+    layout = _layout(f"{label(family)}: time per op", unit, barmode="group")
+    medians = [s.median_s for r in rows for s in (r.base, r.head) if s is not None]
+    return {"data": traces, "layout": _log_if_spread(layout, medians)}
+
+
+def _add_points(r: RegimeComparison, side: str, scale: float, out: dict[str, list[Any]]) -> None:
+    processes = r.base_values if side == "base" else r.head_values
+    order = r.base_order if side == "base" else r.head_order
+    for p, values in enumerate(processes):
+        pos = f"#{order[p]}" if p < len(order) else "unknown"
+        for k, v in enumerate(values):
+            out["x"].append(label(r.name))
+            out["y"].append(v / scale)
+            out["hovertext"].append(
+                f"{side} process {p + 1}/{len(processes)}, value {k + 1}"
+                f"<br>run order {pos}<br>{format_per_op(v)}"
+            )
+
+
+def distribution_figure(
+    family: str, regimes: Sequence[RegimeComparison], base_label: str, head_label: str
+) -> Figure:
+    """Every raw value of one family as base/head box plots, run order on hover."""
+    values = [v for r in regimes for proc in (*r.base_values, *r.head_values) for v in proc]
+    unit, scale = pick_unit(max(values, default=1.0))
+    traces = []
+    for side, name, colour in _sides(base_label, head_label):
+        points: dict[str, list[Any]] = {"x": [], "y": [], "hovertext": []}
+        for r in regimes:
+            _add_points(r, side, scale, points)
+        traces.append(
+            {"type": "box", **points, "name": label(name), "marker": {"color": colour, "size": 4},
+             "boxpoints": "all", "jitter": 0.5, "pointpos": 0, "hoverinfo": "text"}
+        )  # fmt: skip
+    layout = _layout(f"{label(family)}: every value", unit, boxmode="group")
+    return {"data": traces, "layout": _log_if_spread(layout, values)}
+
+
+def _waterfall(x: list[str], before: float, deltas: list[float], after: float, scale: float,
+               **extra: Any) -> dict[str, Any]:  # fmt: skip
+    return {
+        "type": "waterfall", "x": x, "name": "delta", "showlegend": False,
+        "measure": ["absolute", *(["relative"] * len(deltas)), "total"],
+        "y": [before / scale, *(d / scale for d in deltas), 0.0],
+        "text": [format_per_op(before), *map(_signed, deltas), format_per_op(after)],
+        "textposition": "outside", "totals": {"marker": {"color": HEAD_COLOUR}},
+        "increasing": {"marker": {"color": UP_COLOUR}},
+        "decreasing": {"marker": {"color": DOWN_COLOUR}}, **extra,
+    }  # fmt: skip
+
+
+def profile_waterfall_figure(
+    regime: str, nodes: Sequence[MovedNode], base_label: str, head_label: str
+) -> Figure:
+    """Stacked before/after bars of the top call-tree nodes, beside their per-node deltas."""
+    top = top_nodes(nodes)
+    before = sum(n.before_s for n in top)
+    after = sum(n.after_s for n in top)
+    unit, scale = pick_unit(max(before, after, 1e-12))
+    sides = [label(base_label), label(head_label)]
+    traces: list[dict[str, Any]] = [
+        {"type": "bar", "x": sides, "y": [n.before_s / scale, n.after_s / scale],
+         "name": label(n.node), "hoverinfo": "text",
+         "hovertext": [f"{label(n.node)}<br>{format_per_op(v)}" for v in (n.before_s, n.after_s)]}
+        for n in top
+    ]  # fmt: skip
+    x = [sides[0], *(label(n.node) for n in top), sides[1]]
+    deltas = [n.after_s - n.before_s for n in top]
+    traces.append(_waterfall(x, before, deltas, after, scale, xaxis="x2", yaxis="y2"))
+    layout = _layout(
+        f"{label(regime)}: top call-tree nodes", unit, barmode="stack", showlegend=False,
+        height=420, xaxis={"domain": [0, 0.27], "tickangle": -30, "automargin": True},
+        xaxis2={"domain": [0.33, 1], "anchor": "y2", "tickangle": -30, "automargin": True},
+        yaxis2={"matches": "y", "anchor": "x2", "showticklabels": False},
+    )  # fmt: skip
+    return {"data": traces, "layout": layout}
+
+
+def top_nodes(nodes: Sequence[MovedNode], limit: int = _TOP_NODES) -> list[MovedNode]:
+    """The nodes that moved most, the rest summed into one, every label unique."""
+    ranked = sorted(nodes, key=lambda n: abs(n.after_s - n.before_s), reverse=True)
+    top, rest = ranked[:limit], ranked[limit:]
+    if rest:
+        top.append(MovedNode(f"{len(rest)} other nodes", sum(n.before_s for n in rest),
+                             sum(n.after_s for n in rest)))  # fmt: skip
+    seen: dict[str, int] = {}
+    out = []
+    for n in top:
+        # Waterfall x values are categories: a repeated label would merge two steps.
+        seen[n.node] = seen.get(n.node, 0) + 1
+        k = seen[n.node]
+        out.append(n if k == 1 else MovedNode(f"{n.node} ({k})", n.before_s, n.after_s))
+    return out
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "−") + format_per_op(abs(seconds))
+
+
+def regimes_waterfall_figure(
+    regimes: Sequence[RegimeComparison], base_label: str, head_label: str
+) -> Figure:
+    """Per-regime deltas of the median time per op, from the base total to the head total."""
+    pairs = [(r.name, r.base.median_s, r.head.median_s) for r in regimes
+             if r.base is not None and r.head is not None]  # fmt: skip
+    pairs.sort(key=lambda p: abs(p[2] - p[1]), reverse=True)
+    shown, rest = pairs[:_TOP_REGIMES], pairs[_TOP_REGIMES:]
+    steps = [(label(name), h - b) for name, b, h in shown]
+    if rest:
+        steps.append((f"{len(rest)} other regimes", sum(h - b for _, b, h in rest)))
+    before = sum(b for _, b, _ in pairs)
+    after = sum(h for _, _, h in pairs)
+    unit, scale = pick_unit(max(before, after, 1e-12))
+    x = [label(base_label), *(s[0] for s in steps), label(head_label)]
+    trace = _waterfall(x, before, [s[1] for s in steps], after, scale)
+    title = "Sum of per-op medians: where the time moved (axis zoomed on the steps)"
+    layout = _layout(title, unit, showlegend=False, height=440)
+    layout["yaxis"]["range"] = _zoom([before, *(s[1] for s in steps)], scale)
+    return {"data": [trace], "layout": layout}
+
+
+def _zoom(start_and_deltas: Sequence[float], scale: float) -> list[float]:
+    # The totals dwarf the per-regime steps; zoom onto the running total so
+    # the steps are readable (the total bars are cut, their labels are not).
+    running, path = 0.0, []
+    for value in start_and_deltas:
+        running += value
+        path.append(running)
+    lo, hi = min(path), max(path)
+    pad = max((hi - lo) * 0.4, abs(hi) * 0.002)
+    return [max(lo - pad, 0.0) / scale, (hi + pad) / scale]
+
+
+def trend_figure(regime: str, points: Sequence[TrendPoint], dates: bool) -> Figure:
+    """Median per op across stored runs with a CI band and change markers."""
+    unit, scale = pick_unit(max((p.ci_high_s for p in points), default=1.0))
+    x = [p.x for p in points]
+    changes = [p for p in points if p.change]
+    line = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "type": "scatter"}
+    data = [
+        {**line, "x": x, "y": [p.ci_high_s / scale for p in points], "showlegend": False},
+        {**line, "x": x, "y": [p.ci_low_s / scale for p in points], "fill": "tonexty",
+         "fillcolor": BAND_FILL, "name": "95% CI"},
+        {"type": "scatter", "x": x, "y": [p.median_s / scale for p in points],
+         "mode": "lines+markers", "line": {"color": HEAD_COLOUR, "width": 1.5},
+         "marker": {"size": 5}, "hovertext": [p.hover for p in points], "hoverinfo": "text",
+         "name": "median"},
+        {"type": "scatter", "x": [p.x for p in changes],
+         "y": [p.median_s / scale for p in changes], "mode": "markers",
+         "hovertext": [p.hover for p in changes], "hoverinfo": "text", "name": "change detected",
+         "marker": {"symbol": "diamond", "size": 12, "color": UP_COLOUR,
+                    "line": {"width": 1, "color": "#fff"}}},
+    ]  # fmt: skip
+    xaxis: dict[str, Any] = {"title": {"text": "commit date" if dates else "commit"}}
+    if not dates:
+        xaxis["type"] = "category"
+    return {"data": data, "layout": _layout(label(regime), unit, xaxis=xaxis, height=340)}
+
+
+# ------------------------------------------------------------ history data
+
+
+def commit_time(run: Run) -> str | None:
+    """The run's commit date (else its start time) as a UTC plotly date, or None."""
+    for raw in (run.ref.date, run.started):
+        try:
+            when = datetime.fromisoformat(raw)
+        except (TypeError, ValueError):
+            continue
+        if when.tzinfo is not None:
+            # Plotly's date axis ignores offsets, so normalise to UTC.
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        return when.strftime("%Y-%m-%d %H:%M:%S")
+    return None
+
+
+def run_summary(result: RegimeResult) -> tuple[float, float, float] | None:
+    """Median per op over processes, with a distribution-free 95% CI of that median."""
+    units = sorted(sum(p) / len(p) for p in result.processes if p)
+    if result.status != OK or not units:
+        return None
+    n = len(units)
+    if n < 6:
+        return statistics.median(units), units[0], units[-1]
+    # Order-statistic CI of the median (normal approximation to the binomial):
+    # cheap enough for thousands of runs, and no distribution assumed.
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(1, math.floor(n / 2 - half))
+    hi = min(n, math.ceil(n / 2 + half) + 1)
+    return statistics.median(units), units[lo - 1], units[hi - 1]
+
+
+def change_flags(
+    medians: Sequence[float], lows: Sequence[float], highs: Sequence[float], threshold: float = 0.02
+) -> list[bool]:
+    """Which points start a change: stats.change_points, else consecutive comparisons."""
+    n = len(medians)
+    try:
+        from perfctl.stats.decision import change_points
+
+        flags = [False] * n
+        for found in change_points(list(medians)):
+            i = int(getattr(found, "index", found))
+            if 0 <= i < n:
+                flags[i] = True
+        return flags
+    except (ImportError, AttributeError, TypeError, ValueError):
+        pass
+    flags = [False] * n
+    for i in range(1, n):
+        apart = lows[i] > highs[i - 1] or highs[i] < lows[i - 1]
+        big = medians[i - 1] > 0 and abs(medians[i] / medians[i - 1] - 1) > threshold
+        flags[i] = apart and big
+    return flags
+
+
+def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
+    """One series per regime over ``runs`` (already in commit order), changes marked."""
+    found: dict[str, list[tuple[int, int, tuple[float, float, float]]]] = {}
+    families: dict[str, str] = {}
+    for i, run in enumerate(runs):
+        for res in run.results:
+            summary = run_summary(res)
+            if summary is not None:
+                found.setdefault(res.name, []).append((i, len(res.processes), summary))
+                families.setdefault(res.name, res.family or res.name)
+    # What every point of a run shares, computed once per run, not per regime.
+    xs = [(commit_time(r) if dates else None) or f"{i + 1}: {r.ref.sha[:7]}"
+          for i, r in enumerate(runs)]  # fmt: skip
+    heads = [_run_hover(r) for r in runs]
+    out = []
+    for name in sorted(found, key=lambda k: (families[k], k)):
+        rows = found[name]
+        medians, lows, highs = ([s[k] for _, _, s in rows] for k in range(3))
+        flags = change_flags(medians, lows, highs)
+        points = tuple(
+            _trend_point(xs[i], heads[i], n, s, flag)
+            for (i, n, s), flag in zip(rows, flags, strict=True)
+        )
+        out.append(TrendSeries(name, families[name], points))
+    return out
+
+
+def _run_hover(run: Run) -> str:
+    return (
+        f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
+        f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
+    )
+
+
+def _trend_point(
+    x: str, head: str, processes: int, summary: tuple[float, float, float], change: bool
+) -> TrendPoint:
+    median, lo, hi = summary
+    hover = (
+        f"{head}<br>median {format_per_op(median)} "
+        f"(CI {format_per_op(lo)} – {format_per_op(hi)}), {processes} processes"
+        + ("<br><b>change detected</b>" if change else "")
+    )
+    return TrendPoint(x, median, lo, hi, hover, change)

@@ -1,0 +1,1 @@
+"""Jinja2 templates (ship inside the package as perfctl.render.templates)."""

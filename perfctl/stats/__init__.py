@@ -1,0 +1,1 @@
+"""Statistics: the decision rule (``decision``) and verdicts across a comparison."""

@@ -1,0 +1,112 @@
+"""From measured results of both refs to one RegimeComparison per regime.
+
+The statistics live in :mod:`perfctl.stats.decision`; this stage applies them across
+all regimes of a comparison: per-side summaries with baseline ratios, one
+test per regime, Benjamini–Hochberg across the regimes, then verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from perfctl.model import FAILED, OK, SKIPPED, RegimeComparison, RegimeResult, SideStats
+
+
+def _baseline_median(
+    results: Mapping[str, Mapping[str, RegimeResult]], side: str, baseline: str | None, seed: int
+) -> float | None:
+    from perfctl.stats import decision as stats
+
+    other = results.get(baseline or "", {}).get(side)
+    if other is None or other.status != OK or not other.processes:
+        return None
+    return stats.summarize(other.processes, seed=seed).median_s
+
+
+def _side_stats(
+    results: Mapping[str, Mapping[str, RegimeResult]], name: str, side: str, seed: int
+) -> SideStats | None:
+    from perfctl.stats import decision as stats
+
+    r = results[name][side]
+    if r.status != OK or not r.processes:
+        return None
+    base_med = _baseline_median(results, side, r.baseline, seed)
+    return stats.summarize(r.processes, baseline_median=base_med, seed=seed)
+
+
+def _unmeasured(
+    name: str, b: RegimeResult, h: RegimeResult, common: dict[str, Any]
+) -> RegimeComparison:
+    failed = [(s, r) for s, r in (("base", b), ("head", h)) if r.status == FAILED]
+    if failed:
+        reason = "; ".join(f"{s}: {r.reason}" for s, r in failed)
+        return RegimeComparison(name=name, verdict=FAILED, reason=reason, **common)
+    skipped = [r.reason for r in (b, h) if r.status == SKIPPED and r.reason]
+    return RegimeComparison(
+        name=name, verdict=SKIPPED, reason=skipped[0] if skipped else "", **common
+    )
+
+
+def decide_all(
+    results: Mapping[str, Mapping[str, RegimeResult]],
+    *,
+    threshold: float,
+    alpha: float,
+    seed: int = 0,
+) -> list[RegimeComparison]:
+    """One RegimeComparison per regime, with BH-adjusted p-values and verdicts."""
+    from perfctl.stats import decision as stats
+
+    rows: dict[str, RegimeComparison] = {}
+    tested: dict[str, stats.Change] = {}
+    for name, sides in results.items():
+        b, h = sides["base"], sides["head"]
+        common: dict[str, Any] = dict(
+            family=b.family or h.family,
+            description=b.description or h.description,
+            base_status=b.status,
+            head_status=h.status,
+            base_values=b.processes,
+            head_values=h.processes,
+            base_order=b.order,
+            head_order=h.order,
+            baseline=b.baseline or h.baseline,
+            metrics_base=b.metrics,
+            metrics_head=h.metrics,
+            base=_side_stats(results, name, "base", seed),
+            head=_side_stats(results, name, "head", seed),
+        )
+        if b.status != OK or h.status != OK or not b.processes or not h.processes:
+            rows[name] = _unmeasured(name, b, h, common)
+            continue
+        tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
+        rows[name] = RegimeComparison(name=name, verdict="", **common)
+    adjusted = dict(
+        zip(tested, stats.benjamini_hochberg([c.p_value for c in tested.values()]), strict=True)
+    )
+    for name, change in tested.items():
+        row = rows[name]
+        assert row.base is not None and row.head is not None
+        verdict, reason = stats.decide(
+            change,
+            adjusted[name],
+            threshold=threshold,
+            alpha=alpha,
+            base_cv=row.base.cv,
+            head_cv=row.head.cv,
+        )
+        from dataclasses import replace
+
+        rows[name] = replace(
+            row,
+            verdict=verdict,
+            reason=reason,
+            change=change.change,
+            ci_low=change.ci_low,
+            ci_high=change.ci_high,
+            p_value=change.p_value,
+            p_adjusted=adjusted[name],
+        )
+    return list(rows.values())

@@ -1,1 +1,0 @@
-"""The built-in regime suite (ships inside the package as perfctl.regimes)."""

@@ -1,1 +1,0 @@
-"""Jinja2 templates (ship inside the package as perfctl.templates)."""
