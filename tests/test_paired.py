@@ -1,0 +1,107 @@
+"""Paired analysis (Wilcoxon signed-rank, Hodges-Lehmann, Tukey CI) and shape detection."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from perfctl.stats import paired, shape
+
+
+def _procs(means: np.ndarray) -> list[list[float]]:
+    return [[float(m)] * 3 for m in means]
+
+
+def test_null_distribution_matches_scipy_exact_p() -> None:
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.01, 0.02, size=12)
+    cdf = paired._signed_rank_null_cdf(12)
+    t_plus = float(np.sum(sps.rankdata(np.abs(d))[d > 0]))
+    lower = min(t_plus, 12 * 13 / 2 - t_plus)
+    expected = float(sps.wilcoxon(d, method="exact").pvalue)
+    assert min(1.0, 2 * cdf[int(lower)]) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [6, 12, 30, 70])
+def test_ci_excludes_zero_exactly_when_p_below_alpha(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for trial in range(200):
+        base = rng.lognormal(0, 0.05, size=n)
+        head = base * np.exp(rng.normal(0.01 * (trial % 5), 0.03, size=n))
+        c = paired.compare_paired(_procs(base), _procs(head))
+        excludes = c.ci_low > 0 or c.ci_high < 0
+        if abs(c.p_value - 0.05) > 1e-3:  # the boundary itself is a matter of ties
+            assert excludes == (c.p_value < 0.05), (trial, c)
+
+
+def test_shared_noise_cancels_in_pairs() -> None:
+    # Each round's two neighbouring processes share a slowdown (the machine's
+    # state at that moment, CV ~30%); the paired analysis sees the true +5%,
+    # the unpaired one cannot tell it from that noise.
+    from perfctl.stats import decision
+
+    rng = np.random.default_rng(7)
+    shared = rng.lognormal(0, 0.3, 30)
+    base = 100e-9 * shared * np.exp(rng.normal(0, 0.01, 30))
+    head = 105e-9 * shared * np.exp(rng.normal(0, 0.01, 30))
+    p = paired.compare_paired(_procs(base), _procs(head))
+    u = decision.compare_sides(_procs(base), _procs(head))
+    assert 0.03 < p.ci_low and p.ci_high < 0.07 and p.p_value < 1e-4
+    assert u.ci_low < 0 < u.ci_high  # unpaired: the bimodal noise hides it
+    assert paired.ratio_cv(_procs(base), _procs(head)) < 0.03
+
+
+def test_coverage_is_nominal_by_simulation() -> None:
+    rng = np.random.default_rng(3)
+    covered = 0
+    trials = 400
+    for _ in range(trials):
+        base = rng.lognormal(0, 0.05, size=20)
+        head = base * 1.03 * np.exp(rng.normal(0, 0.04, size=20))
+        c = paired.compare_paired(_procs(base), _procs(head))
+        covered += c.ci_low <= 0.03 <= c.ci_high
+    assert covered / trials >= 0.92
+
+
+def test_too_few_pairs_give_the_full_range_and_no_significance() -> None:
+    c = paired.compare_paired(_procs(np.array([1.0, 1.0, 1.0])), _procs(np.array([2, 2.1, 2.2])))
+    assert c.p_value > 0.05 and c.ci_low == pytest.approx(1.0) and c.n_base == 3
+
+
+def test_rounds_missing_a_side_are_dropped() -> None:
+    d = paired.pair_log_ratios([[1.0], [], [1.0]], [[2.0], [3.0], []])
+    assert d.tolist() == [math.log(2.0)]
+    with pytest.raises(ValueError, match="no round"):
+        paired.pair_log_ratios([[]], [[1.0]])
+
+
+def test_bimodal_process_means_are_named() -> None:
+    rng = np.random.default_rng(0)
+    means = np.concatenate([rng.normal(88, 1.5, 12), rng.normal(170, 3, 8)]) * 1e-9
+    found = shape.bimodal(means)
+    assert found is not None and found.n_low == 12 and found.n_high == 8
+    assert 85e-9 < found.low < 91e-9 and 160e-9 < found.high < 180e-9
+    assert "two groups" in found.describe()
+
+
+@pytest.mark.parametrize(
+    "means",
+    [
+        np.random.default_rng(1).normal(100, 5, 40),  # unimodal noise
+        np.concatenate([np.random.default_rng(2).normal(100, 1, 39), [300.0]]),  # one straggler
+        np.random.default_rng(3).lognormal(0, 0.3, 40),  # a long tail, not two modes
+    ],
+)
+def test_no_false_bimodality(means: np.ndarray) -> None:
+    assert shape.bimodal(means) is None
+
+
+def test_drift_is_found_and_noise_is_not() -> None:
+    rng = np.random.default_rng(5)
+    rising = 100 * (1 + 0.01 * np.arange(30)) + rng.normal(0, 0.5, 30)
+    assert (found := shape.drift(rising)) is not None and found.rho > 0.8
+    assert "rose" in found.describe()
+    assert shape.drift(rng.normal(100, 1, 30)) is None
