@@ -20,6 +20,20 @@ class Order(StrEnum):
     random = "random"
 
 
+class Pairing(StrEnum):
+    """What a pair of base and head measurements shares."""
+
+    process = "process"
+    same_process = "same-process"
+
+
+class Clock(StrEnum):
+    """Which clock times a value."""
+
+    wall = "wall"
+    cpu = "cpu"
+
+
 class ProfileWhich(StrEnum):
     """Which regimes `--profile` profiles on both refs."""
 
@@ -69,6 +83,22 @@ def compare_cmd(
         Order, typer.Option("--order", help="Interleaving: abba or seeded random.")
     ] = Order.abba,
     seed: Annotated[int, typer.Option("--seed", help="Seed for random order and bootstrap.")] = 0,
+    pairing: Annotated[
+        Pairing,
+        typer.Option(
+            "--pairing",
+            help="process: each ref in its own worker processes; same-process: both refs "
+            "timed alternately inside every worker (install = false projects).",
+        ),
+    ] = Pairing.process,
+    clock: Annotated[
+        Clock,
+        typer.Option(
+            "--clock",
+            help="wall, or cpu: the timing thread's CPU time (same-process pairing; "
+            "single-threaded regimes that wait on nothing).",
+        ),
+    ] = Clock.wall,
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting them.")
     ] = False,
@@ -120,6 +150,8 @@ def compare_cmd(
         alpha=alpha,
         order=order.value,
         seed=seed,
+        pairing=pairing.value,
+        clock=clock.value,
         confirm=confirm,
         rebuild=rebuild,
         regimes=tuple(regimes or ()),
