@@ -7,6 +7,7 @@ Benjamini–Hochberg correction → verdicts → stored Comparison.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
+from perfctl.jobs.shard import Shard, split
 from perfctl.measure import duo, interleave, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
@@ -51,6 +53,7 @@ class CompareSettings:
     subjects: tuple[tuple[str, str], ...] = ()
     lock_wait: float = 600.0
     name: str = "default"
+    shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
 
     @property
     def threshold(self) -> float:
@@ -292,6 +295,8 @@ def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
         errors = "; ".join(sides[s].load_error for s in SIDES if sides[s].load_error)
         raise RegimeLoadError(errors or "no regimes found", "fix the regimes file")
     chosen = discovery.select(list(merged.values()), settings.globs, settings.family)
+    if settings.shard is not None:
+        chosen = split(chosen, settings.shard)
     return [c.name for c in chosen]
 
 
@@ -472,6 +477,7 @@ def _assemble(
             "preset": settings.name,
             **settings.schedule.__dict__,
             "confirm": settings.confirm,
+            "shard": dataclasses.asdict(settings.shard) if settings.shard else None,
         },
     )
 
