@@ -139,3 +139,19 @@ def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None
     foreign = run_cli("merge", one["id"], other["id"], cwd=repo.path)
     assert foreign.returncode == 2
     assert "Error: the shards come from different base commits" in foreign.stderr
+
+
+@pytest.mark.slow
+def test_ci_shard_writes_artefacts_and_leaves_gate_and_comment_to_merge(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    out = run_cli(
+        "ci", "--base", "c1", "--head", "c2", "--fast", "--rounds", "8", "--shard", "1/2", "--shard-run", "ci1",
+        "--fail-on-regression", "--artifacts", str(tmp_path / "s1"), cwd=repo.path,
+    )  # fmt: skip
+    # Shard 1/2 holds `also_slow`, a real regression: the shard itself does not gate.
+    assert out.returncode == 0, out.stderr
+    assert "shard 1/2: `perfctl merge` in the fan-in job comments and gates" in out.stderr
+    stored = json.loads((tmp_path / "s1" / "comparison.json").read_text())
+    assert stored["settings"]["shard"] == {"index": 1, "count": 2, "run": "ci1"}
+    assert any(r["verdict"] == "regressed" for r in stored["regimes"])
