@@ -596,7 +596,7 @@ def test_cli_body_file_and_comparison_file(
     cfile.write_text('{"regimes": "nope"}')
     out = comment_cli(project, fake_github, "--comparison-file", str(cfile))
     assert out.returncode == 2
-    assert out.stderr.startswith(f"Error: {cfile} is not a perfctl comparison (KeyError)")
+    assert out.stderr.startswith(f"Error: {cfile}: missing field `id`\n")
 
 
 def test_cli_usage_errors(project: Path, fake_github: FakeGitHub, tmp_path: Path) -> None:

@@ -161,7 +161,7 @@ def compare_cmd(
             f"{c.threshold * 100:.0f}%."
         )
         for w in c.warnings:
-            err.print(f"[yellow]Warning: {w}[/yellow]")
+            err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
         err.print(f"stored as comparison {c.id}")
     _exit_code(c, fail_on_regression)
 
