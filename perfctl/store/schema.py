@@ -39,7 +39,7 @@ class SchemaError(UsageError):
 
 def _fail(where: str, what: str) -> SchemaError:
     return SchemaError(
-        f"{where or 'the file'}: {what}", "pass the comparison.json written by `perfctl ci`"
+        f"{where}: {what}" if where else what, "pass the comparison.json written by `perfctl ci`"
     )
 
 
