@@ -224,7 +224,7 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
             f"{c.threshold * 100:.0f}%."
         )
         for w in c.warnings:
-            err.print(f"[yellow]Warning: {w}[/yellow]")
+            err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
         err.print(f"stored as comparison {c.id}")
 
 

@@ -339,21 +339,22 @@ def absolute_artifacts(c: Comparison, root: Path) -> Comparison:
 
 
 def read_comparison_file(path: Path) -> Comparison:
-    """A comparison from its JSON form (comparison.json of `perfctl ci`), validated."""
-    from perfctl.model import comparison_from_dict
-    from perfctl.render.comment import compose
+    """A comparison from a comparison.json (maybe a fork's): size-capped, schema-checked.
 
+    The file is hostile input (see perfctl.store.schema): anything outside the
+    schema is a UsageError naming the field, before anything is rendered.
+    """
+    from perfctl.model import comparison_from_dict
+    from perfctl.store.schema import load_comparison_json
+
+    data = load_comparison_json(path)
     try:
-        c = comparison_from_dict(json.loads(path.read_text(encoding="utf-8")))
-        compose(c, CommentOptions(), details=True, max_changed=0)  # renders, or raises
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return comparison_from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # schema drift: a bug
         raise UsageError(
             f"{path} is not a perfctl comparison ({type(exc).__name__})",
             "pass the comparison.json written by `perfctl ci`",
         ) from exc
-    return c
 
 
 def read_body_file(path: Path, mark: str) -> str:

@@ -8,7 +8,6 @@ unit that keeps 3-4 significant digits (ns/µs/ms/s per op).
 from __future__ import annotations
 
 import json
-import re
 from statistics import mean, median, pstdev
 from typing import Any
 
@@ -25,6 +24,9 @@ from perfctl.model import (
     Run,
     to_dict,
 )
+from perfctl.render.escape import CELL_MAX, escape_plain, md_escape, rich_escape
+
+__all__ = ["CELL_MAX", "escape_plain", "md_escape"]  # re-exported: older imports keep working
 
 UNSTABLE_CV = 0.10
 VERDICT_STYLE = {
@@ -38,10 +40,8 @@ VERDICT_STYLE = {
 
 
 def esc(text: object) -> str:
-    """Escape user text for rich markup (regime names contain ``[...]``)."""
-    from rich.markup import escape
-
-    return escape(str(text))
+    """Escape user text for rich markup (regime names contain ``[...]``), terminal-safe."""
+    return rich_escape(text)
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -213,8 +213,8 @@ def format_compare_table(c: Comparison) -> Any:
         )
         table.add_row(
             esc(r.name),
-            side_cell(r, "base"),
-            side_cell(r, "head"),
+            esc(side_cell(r, "base")),
+            esc(side_cell(r, "head")),
             change_cell(r),
             "—" if r.p_adjusted is None else f"{r.p_adjusted:.2g}",
             esc(verdict),
@@ -268,47 +268,23 @@ def format_metrics_table(c: Comparison) -> Any:
     return table
 
 
-CELL_MAX = 200  # longest user-controlled text kept in one markdown cell
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Backslash-escaped in user text: everything that starts inline markdown
-# (emphasis, code, links, strikethrough, math) or ends a table cell.
-_MD_SPECIALS = "\\`*_[]~|$#!"
-_MD_ESCAPES = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{ch: "\\" + ch for ch in _MD_SPECIALS}}
-)
-_MENTION = re.compile(r"@(?=\w)")
-
-
-def escape_plain(text: object, limit: int = CELL_MAX) -> str:
-    """One line of at most ``limit`` characters, control characters removed."""
-    line = " ".join(_CONTROL.sub(" ", str(text)).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def md_escape(text: object, limit: int = CELL_MAX) -> str:
-    """User text made inert in markdown: no HTML, table breaks, links or mentions."""
-    escaped = escape_plain(text, limit).translate(_MD_ESCAPES)
-    # A zero-width space after '@' keeps a commit subject from pinging people.
-    return _MENTION.sub("@\u200b", escaped)
-
-
 def format_compare_markdown(c: Comparison) -> str:
     """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
     lines = [
-        f"**{md_escape(c.base.ref)}** ({c.base.short}) → **{md_escape(c.head.ref)}** "
-        f"({c.head.short}): {counts_line(c)}",
+        f"**{md_escape(c.base.ref)}** ({md_escape(c.base.short)}) → "
+        f"**{md_escape(c.head.ref)}** ({md_escape(c.head.short)}): {md_escape(counts_line(c))}",
         "",
         "| Regime | Before | After | Change | Verdict |",
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for r in c.sorted_regimes():
         lines.append(
-            f"| {md_escape(r.name)} | {side_cell(r, 'base')} | "
-            f"{side_cell(r, 'head')} | {change_cell(r)} | {md_escape(r.verdict)} |"
+            f"| {md_escape(r.name)} | {md_escape(side_cell(r, 'base'))} | "
+            f"{md_escape(side_cell(r, 'head'))} | {change_cell(r)} | {md_escape(r.verdict)} |"
         )
     lines += [
         "",
-        f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
+        f"_Verdicts: Mann–Whitney U on per-process means, {md_escape(c.correction)} "
         f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
         f"{c.threshold * 100:.0f}%._",
     ]
