@@ -201,6 +201,13 @@ def ci_cmd(
     regimes: RegimesOpt = None,
     regime: GlobOpt = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option("--shard", help="K/N: one shard; no comment or gate (`perfctl merge` does)."),
+    ] = None,
+    shard_run: Annotated[
+        str | None, typer.Option("--shard-run", help="Id shared by the shards of one run.")
+    ] = None,
     project: ProjectOpt = None,
 ) -> None:
     """Compare in CI: write artefacts and the job summary, comment on the PR, then gate.
@@ -213,6 +220,7 @@ def ci_cmd(
     from perfctl.config import load_config
     from perfctl.jobs.ci import CiOptions, run_ci
     from perfctl.jobs.compare import settings_for
+    from perfctl.jobs.shard import parse_shard
 
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
@@ -233,6 +241,7 @@ def ci_cmd(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
         family=family,
+        shard=parse_shard(shard, shard_run) if shard else None,
     )
     opts = CiOptions(
         base=base,

@@ -290,9 +290,16 @@ def run_ci(
     notes += report_notes
     summary_note = append_step_summary(env, body)
     notes += [summary_note] if summary_note else []
-    comment, error, why_not = _maybe_post(ctx, body, mark, env)
-    notes += [why_not] if why_not else []
-    code = EXIT_FAILURE if error is not None else gate_exit_code(c, opts.fail_on_regression)
+    shard = opts.settings.shard if opts.settings is not None else None
+    if shard is not None:
+        # One shard of many: the fan-in job merges, comments once and gates.
+        comment, error = None, None
+        notes.append(f"shard {shard.label()}: `perfctl merge` in the fan-in job comments and gates")
+        code = gate_exit_code(c, False)
+    else:
+        comment, error, why_not = _maybe_post(ctx, body, mark, env)
+        notes += [why_not] if why_not else []
+        code = EXIT_FAILURE if error is not None else gate_exit_code(c, opts.fail_on_regression)
     return CiOutcome(c, body, tuple(files), tuple(notes), comment, error, code)
 
 
