@@ -224,6 +224,7 @@ def _row(r: RegimeComparison, ids: IdMaker) -> dict[str, Any]:
         "head_sort": _sortable(head),
         "change": format_change(r.change),
         "ci": _ci_text(r),
+        "medians": format_change(head / base - 1) if base and head is not None else "",
         "change_sort": _sortable(r.change),
         "p": "—" if r.p_adjusted is None else f"{r.p_adjusted:.3g}",
         "ratio": _ratio_text(r),
@@ -371,10 +372,11 @@ def _waterfalls(
             out.append(add_chart(figures, ids.make("chart-waterfall", p["name"]), p["name"], fig))
     if out:
         return out, "profile"
-    if not any(r.base is not None and r.head is not None for r in c.regimes):
+    if not any(r.change is not None for r in c.regimes):
         return [], "none"
-    fig = charts.regimes_waterfall_figure(c.regimes, *labels)
-    return [add_chart(figures, "chart-waterfall-regimes", "per-regime deltas", fig)], "regimes"
+    # No waterfall without a profile diff: the regimes share no time axis.
+    fig = charts.changes_figure(c.sorted_regimes(), c.threshold)
+    return [add_chart(figures, "chart-changes", "change per regime", fig)], "regimes"
 
 
 # ------------------------------------------------------------------ history

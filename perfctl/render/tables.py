@@ -8,7 +8,6 @@ unit that keeps 3-4 significant digits (ns/µs/ms/s per op).
 from __future__ import annotations
 
 import json
-from statistics import mean, median, pstdev
 from typing import Any
 
 from perfctl.model import (
@@ -28,7 +27,7 @@ from perfctl.render.escape import CELL_MAX, escape_plain, md_escape, rich_escape
 
 __all__ = ["CELL_MAX", "escape_plain", "md_escape"]  # re-exported: older imports keep working
 
-UNSTABLE_CV = 0.10
+UNSTABLE_CV = 0.10  # the decision rule's default max_cv: above it a side is "too noisy"
 VERDICT_STYLE = {
     REGRESSED: "bold red",
     IMPROVED: "bold green",
@@ -69,21 +68,23 @@ def fmt_ratio(x: float | None) -> str:
 
 # -- runs -------------------------------------------------------------------
 def result_stats(r: RegimeResult) -> dict[str, Any]:
-    """Median per op, IQR, ops/s and CV of one regime result (process means)."""
-    means = [mean(p) for p in r.processes if p]
-    if not means:
+    """Median per op, IQR, ops/s and CV of one regime result, as a comparison states them.
+
+    The numbers come from :func:`perfctl.stats.decision.summarize`, the function
+    that builds a comparison's per-side summaries: the process is the unit, so
+    the CV is that of the process means, never of the pooled values.
+    """
+    if not any(r.processes):
         return {"median_s": None, "q1_s": None, "q3_s": None, "ops_per_s": None, "cv": None}
-    means.sort()
-    q1, q3 = means[len(means) // 4], means[(3 * len(means)) // 4 if len(means) > 1 else 0]
-    values = r.values
-    cv = pstdev(values) / mean(values) if len(values) > 1 and mean(values) > 0 else 0.0
-    med = median(means)
+    from perfctl.stats.decision import summarize
+
+    s = summarize(r.processes)
     return {
-        "median_s": med,
-        "q1_s": q1,
-        "q3_s": q3,
-        "ops_per_s": 1 / med if med else None,
-        "cv": cv,
+        "median_s": s.median_s,
+        "q1_s": s.q1_s,
+        "q3_s": s.q3_s,
+        "ops_per_s": 1 / s.median_s if s.median_s else None,
+        "cv": s.cv,
     }
 
 
