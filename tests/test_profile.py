@@ -18,7 +18,7 @@ from perfctl.config import load_config
 from perfctl.errors import ProfileFailed
 from perfctl.jobs import profile as profiling
 from perfctl.model import RefInfo
-from perfctl.profile import pyspy, recording, stacks
+from perfctl.profile import hotspots, pyspy, recording, stacks
 from tests.conftest import GitRepo, default_signals, run_cli
 
 pytestmark = pytest.mark.slow
@@ -183,6 +183,13 @@ def test_subprocess_samples_appear_only_with_subprocesses(project: Path) -> None
     assert "child_hot (bench/regimes.py)" in with_kids.collapsed.read_text()
     assert "child_hot" in {h.function for h in with_kids.summary.top_self}
     assert "[subprocess]" in {h.function for h in with_kids.summary.top_inclusive}
+    # The child's branch is a dozen wrapper frames deep (worker, loader, multiprocessing):
+    # the tree reaches its function, and the mark sits on the top self-time function.
+    assert with_kids.summary.tree is not None
+    tree = "\n".join(hotspots.format_tree(with_kids.summary.tree))
+    assert "child_hot (bench/regimes.py)" in tree
+    marked = [ln for ln in tree.splitlines() if ln.endswith("← most self time")]
+    assert len(marked) == 1 and f"{with_kids.summary.top_self[0].function} (" in marked[0]
     without = profiling.profile_regime(config, "pool", target, duration=1.5, subprocesses=False)
     assert "child_hot" not in without.collapsed.read_text()
     assert "parent_hot (bench/regimes.py)" in without.collapsed.read_text()
