@@ -316,6 +316,46 @@ def test_vs_between_git_refs_end_to_end(git_repo: GitRepo) -> None:
     assert (top["where"], top["change"]) == ("subject.py:hot", "grew")
 
 
+def test_a_profile_diff_of_the_compared_commits_is_linked_into_the_report(
+    git_repo: GitRepo,
+) -> None:
+    git_repo.write("pyproject.toml", PYPROJECT + 'install = false\npythonpath = ["src"]\n')
+    git_repo.write(".gitignore", ".perfctl/\nreports/\n")
+    git_repo.write("bench/regimes.py", PAIR_REGIMES)
+    git_repo.write("src/subject.py", SUBJECT.format(passes=1))
+    git_repo.commit("base")
+    git_repo.tag("base")
+    git_repo.write("src/subject.py", SUBJECT.format(passes=3))
+    git_repo.commit("hot got three times slower")
+    r = run_cli("compare", "base", "HEAD", "--fast", "--format", "json", cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    cid = json.loads(r.stdout)["id"]
+    report = git_repo.path / "reports" / f"comparison-{cid}.html"
+    r = run_cli("report", cid, cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    hint = "No profile artefacts for this comparison. Run <code>perfctl profile REGIME --ref "
+    assert hint in report.read_text(encoding="utf-8")
+    # The hint's command, as a user would run it (other ref spellings resolve to the same
+    # commits): its diff is linked, and the hint is gone.
+    r = run_cli(
+        "profile", "work", "--ref", "HEAD", "--vs", "base", "--duration", "1", "--rate", "200",
+        cwd=git_repo.path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = run_cli("report", cid, cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    html = report.read_text(encoding="utf-8")
+    assert "No profile artefacts" not in html
+    assert "profiles/work/base-vs-" in html and "diff.svg" in html
+    assert "profiles/work/base/flame.svg" in html
+    # A diff of other commits is not this comparison's.
+    r = run_cli("compare", "base", "base", "--fast", "--format", "json", cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("report", json.loads(r.stdout)["id"], cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    assert "No profile artefacts" in Path(r.stdout.strip()).read_text(encoding="utf-8")
+
+
 # -- failures -----------------------------------------------------------------------
 
 

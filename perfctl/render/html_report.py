@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from perfctl.errors import StoreError, UsageError
 from perfctl.model import VERDICTS, Comparison, RegimeComparison, Run
+from perfctl.profile import links
 from perfctl.render import charts
 from perfctl.render.charts import MovedNode, format_change, format_per_op
 from perfctl.render.tables import fmt_metric, regime_metric_rows
@@ -95,6 +96,7 @@ def write_report(
             runs, out=target, template_dir=template_dir, plotly_js=js, machine_id=machine
         )
     c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
+    c = links.link_profiles(config.reports_dir, c)  # `perfctl profile --vs` of these commits
     target = out or config.reports_dir / f"comparison-{c.id}.html"
     return render_comparison(
         c, project_root=config.root, out=target, template_dir=template_dir, plotly_js=js
@@ -151,6 +153,7 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         "waterfalls": waterfalls,
         "waterfall_kind": waterfall_kind,
         "profiles": profiles,
+        "profile_command": links.profile_command("REGIME", c),
         "figures": figures,
     }
 
