@@ -301,6 +301,32 @@ def _render(c: Comparison, root: Path, **kw: object) -> str:
 # ------------------------------------------------------------------ units
 
 
+def test_log_axis_ticks_are_labelled_with_their_own_units() -> None:
+    rng = random.Random(5)
+    spread = [
+        make_regime(rng, f"s{i}", "s", IMPROVED, t, t * 0.8) for i, t in enumerate((5e-8, 4e-2))
+    ]
+    y = charts.bars_figure("s", spread, "base", "head")["layout"]["yaxis"]
+    assert y["type"] == "log" and y["title"]["text"] == "time per op (log scale)"
+    scale = 1e-3  # the figure's unit: ms, from the largest CI bound
+    shown = {round(v, 9): t for v, t in zip(y["tickvals"], y["ticktext"], strict=True)}
+    assert shown[0.1] == "100 µs" and shown[1.0] == "1 ms" and shown[1e-4] == "100 ns"
+    assert all(text.endswith(("ns", "µs", "ms", " s")) for text in y["ticktext"])
+    assert min(y["tickvals"]) * scale <= 5e-8 and max(y["tickvals"]) * scale >= 4e-2
+
+
+def test_profile_stacked_bars_have_a_legend() -> None:
+    nodes = [charts.MovedNode("a", 1e-6, 2e-6), charts.MovedNode("b", 3e-6, 1e-6)]
+    fig = charts.profile_waterfall_figure("r", nodes, "base", "head")
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert fig["layout"]["showlegend"] is True
+    assert [(t["name"], t["showlegend"]) for t in bars] == [("b", True), ("a", True)]
+
+
+def test_regime_names_break_only_after_separators() -> None:
+    assert str(report.wbr("a_b[n=1].c<x>")) == "a_<wbr>b[<wbr>n=<wbr>1].<wbr>c&lt;x&gt;"
+
+
 def test_units_are_human() -> None:
     assert pick_unit(2.5e-6) == ("µs", 1e-6)
     assert pick_unit(0.0) == ("ns", 1e-9)
@@ -411,7 +437,7 @@ def test_flamegraphs_embedded_linked_or_missing(
         '<a href="profiles/ipc/summary.json" target="_blank" rel="noopener">head profile '
         "summary</a>" in html
     )
-    labels = re.findall(r"<summary>([a-z ]+) <a href", html)
+    labels = re.findall(r"<summary>fam0\[n=0\]: ([a-z ]+) <a href", html)
     assert labels == ["base flamegraph", "diff flamegraph"]
     monkeypatch.setattr(report, "EMBED_LIMIT_BYTES", 10)
     html = _render(make_comparison(artifacts=art), project)

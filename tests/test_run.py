@@ -261,6 +261,24 @@ def test_not_a_project(tmp_path: Path) -> None:
     assert "is not inside a project" in proc.stderr and "Hint:" in proc.stderr
 
 
+def test_explicit_regimes_need_no_project(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "regimes.py").write_text(REGIMES)
+    proc = run_cli("list", "--regimes", "regimes.py", "--format", "json", cwd=bare)
+    assert proc.returncode == 0, proc.stderr
+    assert "work[n=10]" in {r["name"] for r in json.loads(proc.stdout)}
+    proc = run_cli(
+        "run", "--regimes", "regimes.py", "--regime", "direct*", *QUICK, "--format", "json",
+        cwd=bare,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["run"]["status"] == "complete"
+    assert (bare / ".perfctl" / ".gitignore").is_file()  # the current directory is the project
+    # Without --regimes there is still nothing to go on.
+    assert "is not inside a project" in run_cli("list", cwd=bare).stderr
+
+
 def test_usage_error_is_one_line(project: Path) -> None:
     proc = run_cli("run", "--no-such-flag", cwd=project)
     assert proc.returncode == 2

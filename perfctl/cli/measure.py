@@ -99,7 +99,7 @@ def list_cmd(
     from perfctl.envs import current_target
     from perfctl.regimes import discovery
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     target = current_target(config)
     files = discovery.regime_files(config, regimes or [])
     infos = discovery.select(
@@ -160,7 +160,7 @@ def run_cmd(
     from perfctl.jobs.run import RunOptions, run_checkout
     from perfctl.render import tables as render
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),

@@ -123,7 +123,12 @@ def _layout(title: str, unit: str, **extra: Any) -> dict[str, Any]:
         "height": 380,
         "margin": {"l": 70, "r": 20, "t": 50, "b": 90},
         "xaxis": {"tickangle": -25, "automargin": True},
-        "yaxis": {"title": {"text": f"time per op ({unit})"}, "rangemode": "tozero"},
+        # No SI suffixes ("500µ") on numbers that are already in `unit`.
+        "yaxis": {
+            "title": {"text": f"time per op ({unit})"},
+            "rangemode": "tozero",
+            "exponentformat": "none",
+        },
         "legend": {"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"},
         "hoverlabel": {"align": "left"},
     }
@@ -131,13 +136,33 @@ def _layout(title: str, unit: str, **extra: Any) -> dict[str, Any]:
     return layout
 
 
-def _log_if_spread(layout: dict[str, Any], values: Sequence[float]) -> dict[str, Any]:
+def _log_if_spread(layout: dict[str, Any], values: Sequence[float], scale: float) -> dict[str, Any]:
     # Parametrised regimes (size=4k vs size=1m) often differ by orders of
     # magnitude; on a linear axis the small ones would vanish.
     positive = [v for v in values if v > 0]
     if positive and max(positive) / min(positive) >= _LOG_SPREAD:
-        layout["yaxis"] = {**layout["yaxis"], "type": "log", "rangemode": "normal"}
+        vals, text = log_ticks(min(positive), max(positive), scale)
+        layout["yaxis"] = {
+            **layout["yaxis"],
+            "type": "log",
+            "rangemode": "normal",
+            # Plotly's own log ticks are SI numbers ("100µ" on a ms axis): every
+            # tick names its unit instead, so the title names none.
+            "title": {"text": "time per op (log scale)"},
+            "tickvals": vals,
+            "ticktext": text,
+        }
     return layout
+
+
+def log_ticks(lo_s: float, hi_s: float, scale: float) -> tuple[list[float], list[str]]:
+    """Log-axis ticks over ``lo_s``..``hi_s`` seconds: values in the axis unit, labelled with units."""
+    first = math.floor(math.log10(lo_s))
+    last = math.ceil(math.log10(hi_s))
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    first, last = first - 1, last + 1  # error bars may reach past the medians; plotly clips
+    seconds = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+    return [v / scale for v in seconds], [fmt_time(v) for v in seconds]
 
 
 def _sides(base_label: str, head_label: str) -> tuple[tuple[str, str, str], ...]:
@@ -175,7 +200,7 @@ def bars_figure(
         )  # fmt: skip
     layout = _layout(f"{label(family)}: time per op", unit, barmode="group")
     medians = [s.median_s for r in rows for s in (r.base, r.head) if s is not None]
-    return {"data": traces, "layout": _log_if_spread(layout, medians)}
+    return {"data": traces, "layout": _log_if_spread(layout, medians, scale)}
 
 
 def _add_points(r: RegimeComparison, side: str, scale: float, out: dict[str, list[Any]]) -> None:
@@ -208,7 +233,7 @@ def distribution_figure(
              "boxpoints": "all", "jitter": 0.5, "pointpos": 0, "hoverinfo": "text"}
         )  # fmt: skip
     layout = _layout(f"{label(family)}: every value", unit, boxmode="group")
-    return {"data": traces, "layout": _log_if_spread(layout, values)}
+    return {"data": traces, "layout": _log_if_spread(layout, values, scale)}
 
 
 def _waterfall(x: list[str], before: float, deltas: list[float], after: float, scale: float,
@@ -235,7 +260,7 @@ def profile_waterfall_figure(
     sides = [label(base_label), label(head_label)]
     traces: list[dict[str, Any]] = [
         {"type": "bar", "x": sides, "y": [n.before_s / scale, n.after_s / scale],
-         "name": label(n.node), "hoverinfo": "text",
+         "name": label(n.node), "hoverinfo": "text", "showlegend": True,
          "hovertext": [f"{label(n.node)}<br>{format_per_op(v)}" for v in (n.before_s, n.after_s)]}
         for n in top
     ]  # fmt: skip
@@ -243,7 +268,9 @@ def profile_waterfall_figure(
     deltas = [n.after_s - n.before_s for n in top]
     traces.append(_waterfall(x, before, deltas, after, scale, xaxis="x2", yaxis="y2"))
     layout = _layout(
-        f"{label(regime)}: top call-tree nodes", unit, barmode="stack", showlegend=False,
+        f"{label(regime)}: top call-tree nodes", unit, barmode="stack", showlegend=True,
+        # The stacked bars' colours are named only here (the waterfall labels its x axis).
+        legend={"title": {"text": "call-tree node"}, "traceorder": "reversed"},
         height=420, xaxis={"domain": [0, 0.27], "tickangle": -30, "automargin": True},
         xaxis2={"domain": [0.33, 1], "anchor": "y2", "tickangle": -30, "automargin": True},
         yaxis2={"matches": "y", "anchor": "x2", "showticklabels": False},

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from perfctl.errors import StoreError, UsageError
 from perfctl.model import VERDICTS, Comparison, RegimeComparison, Run
+from perfctl.profile import links
 from perfctl.render import charts
 from perfctl.render.charts import MovedNode, format_change, format_per_op
 from perfctl.render.tables import fmt_metric, regime_metric_rows
@@ -36,6 +37,13 @@ EMBED_LIMIT_BYTES = 2 * 2**20  # larger SVGs are linked, not embedded
 _SIDE_RANK = {"base": 0, "head": 1, "diff": 2}  # artefact order: base_*, head_*, diff_*
 _DIFF_KEYS = ("profile_diff", "diff_json")  # the profile stage's key, and the early name
 _MOVED_KEYS = ("where_the_time_moved", "where_time_moved", "moved", "top_nodes")
+# The flamegraph table's columns: artefact key -> column heading.
+FLAME_COLUMNS = (
+    ("base_flamegraph", "base"),
+    ("head_flamegraph", "head"),
+    ("diff_flamegraph", "diff"),
+    ("diff_flamegraph_reverse", "reverse diff"),
+)
 
 
 def render_comparison(
@@ -95,6 +103,7 @@ def write_report(
             runs, out=target, template_dir=template_dir, plotly_js=js, machine_id=machine
         )
     c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
+    c = links.link_profiles(config.reports_dir, c)  # `perfctl profile --vs` of these commits
     target = out or config.reports_dir / f"comparison-{c.id}.html"
     return render_comparison(
         c, project_root=config.root, out=target, template_dir=template_dir, plotly_js=js
@@ -151,6 +160,8 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         "waterfalls": waterfalls,
         "waterfall_kind": waterfall_kind,
         "profiles": profiles,
+        "profile_command": links.profile_command("REGIME", c),
+        "flame_columns": [heading for _, heading in FLAME_COLUMNS],
         "figures": figures,
     }
 
@@ -269,10 +280,17 @@ def _profile_view(r: RegimeComparison, root: Path, html_dir: Path, ids: IdMaker)
     artefacts = [_artefact(k, r.artifacts[k], root, html_dir) for k in keys]
     diff = next((a for a in artefacts if a["exists"] and a["key"] in _DIFF_KEYS), None)
     moved = read_moved(Path(diff["path"])) if diff else []
+    view_id = ids.make("profile", r.name)
+    by_key = {a["key"]: a for a in artefacts}
+    for a in artefacts:
+        a["view_id"] = f"{view_id}-{slug(a['key'])}"
     return {
-        "id": ids.make("profile", r.name),
+        "id": view_id,
         "name": r.name,
         "artefacts": artefacts,
+        # One table row per regime: a cell per flame graph column, the rest as data files.
+        "flames": [by_key.get(key) for key, _ in FLAME_COLUMNS],
+        "files": [a for a in artefacts if a["key"] not in dict(FLAME_COLUMNS)],
         "moved": moved,
     }
 
@@ -501,10 +519,22 @@ def _environment(template_dir: Path | None) -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["wbr"] = wbr
     # |tojson escapes < > & ' after this encoder, so JSON in <script> stays inert.
     env.policies["json.dumps_function"] = _dumps
     env.policies["json.dumps_kwargs"] = {}
     return env
+
+
+def wbr(text: str) -> Any:
+    """Escaped text with a line-break opportunity after each ``_ . [ , = /``.
+
+    Regime names are long identifiers (``bytes_roundtrip_512kb[size=4096]``): a
+    narrow table column may wrap them only between their parts, never inside one.
+    """
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"([_.\[,=/])", r"\1<wbr>", str(escape(text))))
 
 
 def _packaged_template(name: str) -> str | None:
