@@ -215,7 +215,7 @@ def write_artifacts(
 
     Artefact paths in ``c`` are relative to ``dest`` (see collect_profiles).
     """
-    from perfctl.store.local import atomic_write_text
+    from perfctl.files import atomic_write_text
 
     files = [dest / "comparison.json", dest / "comparison.md"]
     atomic_write_text(files[0], json.dumps(to_dict(c), indent=1, sort_keys=True) + "\n")
