@@ -22,7 +22,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 import tomllib
@@ -37,6 +36,7 @@ from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
+from perfctl.measure import procs
 from perfctl.model import RefInfo
 from perfctl.store.lock import project_lock
 
@@ -251,9 +251,8 @@ def _run_step(
     log.flush()
     try:
         # No stdin: a build that prompts must fail, not hang.
-        rc = subprocess.call(
-            argv, cwd=spec.source, env=env, stdin=DEVNULL, stdout=log, stderr=STDOUT
-        )
+        # Its own process group, killed whole when perfctl stops (SIGTERM, Ctrl-C).
+        rc = procs.call(argv, cwd=spec.source, env=env, stdin=DEVNULL, stdout=log, stderr=STDOUT)
     except OSError as exc:
         log.write(f"{exc}\n")
         raise _build_failed(spec, command, f"could not run ({exc.strerror})", log_path) from exc

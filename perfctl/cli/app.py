@@ -63,6 +63,9 @@ def main() -> None:
     """Console-script entry point with uniform error handling."""
     _register_all()
     common.stop_cleanly_on_signals()
+    from perfctl.measure import procs
+
+    procs.sweep()  # what a killed perfctl left: its children's groups, its scratch folders
     try:
         rv = app(standalone_mode=False)
     except KeyboardInterrupt as exc:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import platform
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfctl import __version__
 from perfctl.config import Config
-from perfctl.measure import runner
+from perfctl.measure import procs, runner
 from perfctl.model import FAILED, OK, SKIPPED, RefInfo, RegimeInfo, RegimeResult, Run
 from perfctl.regimes import discovery
 from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
@@ -134,7 +133,7 @@ def _measure_all(
             store.save_result(run.id, skipped(info), None)
             continue
         log = config.state_dir / "logs" / run.id / f"{_slug(info.name)}.log"
-        with tempfile.TemporaryDirectory(prefix="perfctl-run-") as tmp:
+        with procs.scratch("perfctl-run-") as tmp:
             outcome = runner.measure(worker, info, precision, log=log, workdir=Path(tmp))
             result = to_result(info, outcome, log)
             store.save_result(run.id, result, outcome.pyperf_json)

@@ -11,13 +11,13 @@ sampling).
 from __future__ import annotations
 
 import random
-import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfctl.measure import runner
+from perfctl.measure import procs, runner
 from perfctl.model import RegimeInfo
 
 SIDES = ("base", "head")
@@ -168,6 +168,6 @@ def merge_pyperf(files: list[Path], dest: Path) -> Path | None:
     return dest
 
 
-def workdir() -> tempfile.TemporaryDirectory[str]:
-    """A scratch directory for one regime's worker files."""
-    return tempfile.TemporaryDirectory(prefix="perfctl-cmp-")
+def workdir() -> AbstractContextManager[str]:
+    """A scratch directory for one regime's worker files (swept if perfctl is killed)."""
+    return procs.scratch("perfctl-cmp-")

@@ -14,19 +14,17 @@ Ctrl-C the whole group is killed, so no worker outlives perfctl.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
+from perfctl.measure import procs
 from perfctl.measure.workers import WORKERS
 from perfctl.model import FAILED, OK, RegimeInfo
 from perfctl.regimes.discovery import join_files
@@ -89,36 +87,22 @@ class Outcome:
     metrics: dict[str, float] | None = None
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def spawn(
     cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path, timeout: float
 ) -> int | None:
     """Run argv with output appended to ``log``; None when it timed out."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            list(cmd),
+        # Its own process group, killed whole on timeout, Ctrl-C or any error.
+        return procs.call(
+            cmd,
+            timeout=max(timeout, 0.1),
             cwd=cwd,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,
         )
-        try:
-            return proc.wait(timeout=max(timeout, 0.1))
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return None
-        except BaseException:
-            # Ctrl-C or any error in perfctl: never leave the worker tree behind.
-            _kill_group(proc)
-            raise
 
 
 # What pyperf copies into its workers by default; everything else must be asked
@@ -230,7 +214,7 @@ def calibrate(
     worker: Worker, regime: RegimeInfo, *, min_time: float, log: Path, timeout: float
 ) -> Outcome:
     """Find pyperf's loop count for a regime in one calibration process."""
-    with tempfile.TemporaryDirectory(prefix="perfctl-cal-") as tmp:
+    with procs.scratch("perfctl-cal-") as tmp:
         out = Path(tmp) / "cal.json"
         cmd = [
             *_base_cmd(worker, regime, None),

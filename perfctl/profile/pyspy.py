@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfctl.errors import ProfilerUnavailable
+from perfctl.measure import procs
 
 ENV_VAR = "PERFCTL_PY_SPY"  # path (or name on PATH) of the py-spy to use
 INSTALL_HINT = f"install it where perfctl runs (`pip install py-spy`), or set {ENV_VAR} to its path"
@@ -178,16 +179,14 @@ def record(
 ) -> Recording:
     """Run py-spy (and so the worker) to completion, or stop it after ``timeout_s``."""
     stopped = ""
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    # py-spy and the worker run in their own process group; whatever the regime
+    # left running in it (a leaked child) is killed when the block ends.
+    with (
+        open(log_path, "wb") as log,
+        procs.group(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        ) as proc,
+    ):
         try:
             if not _wait(proc, timeout_s):
                 stopped = "timeout"
@@ -200,9 +199,6 @@ def record(
                 _signal(proc.pid, signal.SIGKILL, group=True)
                 proc.wait()
                 raise
-    # py-spy and the worker are done: whatever the regime left running in their
-    # process group (a leaked child) must not outlive perfctl.
-    _signal(proc.pid, signal.SIGKILL, group=True)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     samples, errors = samples_line(text)
     return Recording(proc.returncode, samples, errors, text, stopped)

@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 
 from perfctl.config import Config
 from perfctl.errors import ConfigError, RegimeLoadError, UsageError
+from perfctl.measure import procs
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
 
@@ -87,12 +88,11 @@ def probe(
     """Import the files in a worker of ``python`` and return their regimes."""
     cmd = [str(python), str(WORKERS / "probe.py"), *map(str, files)]
     try:
-        proc = subprocess.run(
+        # Its own process group: a probe that times out takes its children with it.
+        proc = procs.run(
             cmd,
             cwd=cwd,
             env={**os.environ, **(env or {})},
-            capture_output=True,
-            text=True,
             timeout=PROBE_TIMEOUT,
         )
     except subprocess.TimeoutExpired as exc:

@@ -29,6 +29,11 @@ sys.dont_write_bytecode = True
 if sys.path and sys.path[0].endswith("workers"):
     del sys.path[0]
 
+from perfctl.measure.procs import die_with_parent  # noqa: E402
+
+# A SIGKILL of perfctl (or of pyperf's master) must take this worker with it.
+die_with_parent()
+
 import json  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402

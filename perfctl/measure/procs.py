@@ -1,0 +1,214 @@
+"""Child processes that never outlive perfctl.
+
+Every child perfctl starts (benchmark workers, the regimes probe, py-spy,
+custom build commands) runs through :func:`group`: in its own process group
+(a terminal's Ctrl-C reaches perfctl alone), killed as a whole group when the
+``with`` block ends for any reason (done, timeout, Ctrl-C, SIGTERM, an error),
+and asked to die with perfctl (Linux ``PR_SET_PDEATHSIG``) so that even a
+SIGKILL of perfctl cannot leave it running. The worker scripts ask the same
+for themselves (:func:`die_with_parent`), which covers pyperf's own workers.
+
+What a SIGKILL can still leave (a regime's or a build's own grandchildren) is
+recorded per group under ``$TMPDIR/perfctl-groups-UID``; :func:`sweep` kills
+those groups on the next start, once the perfctl that owned them is gone, and
+removes the scratch folders (``perfctl-cmp-*``...) it left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+# Scratch folders of one perfctl process (tempfile prefixes) that a sweep may remove.
+SCRATCH_PREFIXES = ("perfctl-cmp-", "perfctl-cal-", "perfctl-run-")
+OWNER_FILE = ".perfctl-owner"
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent() -> None:
+    """Have Linux SIGKILL this process when its parent dies; exit now if it has.
+
+    For a process that is not its group's leader, the parent is the leader
+    (pyperf's master and its workers, py-spy and the profiled worker), so a
+    parent that died before the request took effect shows as a changed parent.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getpgrp() != os.getpid() and os.getppid() != os.getpgrp():
+        os._exit(1)
+
+
+def _preexec(parent: int, prctl: Callable[..., int] | None) -> Callable[[], None]:
+    def child() -> None:
+        # Runs between fork and exec: only async-signal-safe work, no imports.
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return child
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a whole process group; nothing when it is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def group(argv: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
+    """Start ``argv`` in its own process group; kill the group when the block ends."""
+    proc = subprocess.Popen(
+        list(argv),
+        start_new_session=True,
+        preexec_fn=_preexec(os.getpid(), _prctl()),  # noqa: PLW1509 - no threads spawn
+        **popen,
+    )
+    entry = _register(proc.pid)
+    try:
+        yield proc
+    finally:
+        # Whatever the child left running in its group (a leaked grandchild, a
+        # build's compiler) goes with it, on every path out of the block.
+        kill_group(proc.pid)
+        with contextlib.suppress(BaseException):
+            proc.wait()
+        if entry is not None:
+            entry.unlink(missing_ok=True)
+
+
+def run(argv: Sequence[str], *, timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """Like ``subprocess.run(capture_output=True, text=True)``, killing the whole group.
+
+    Raises :class:`subprocess.TimeoutExpired` after the group is killed.
+    """
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **popen}
+    with group(argv, **popen) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def call(argv: Sequence[str], *, timeout: float | None = None, **popen: Any) -> int | None:
+    """Run ``argv`` to completion in its own group: its exit status, None on timeout."""
+    with group(argv, **popen) as proc:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def _registry() -> Path:
+    return Path(tempfile.gettempdir()) / f"perfctl-groups-{os.getuid()}"
+
+
+def _owned(folder: Path) -> bool:
+    """A real folder of this user (another user could plant one in a shared /tmp)."""
+    st = folder.lstat()
+    return not folder.is_symlink() and folder.is_dir() and st.st_uid == os.getuid()
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (tells a reused pid apart), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _me() -> str:
+    return f"{os.getpid()} {_start_time(os.getpid())}"
+
+
+def _register(pgid: int) -> Path | None:
+    if not Path("/proc/self/stat").exists():
+        return None
+    folder = _registry()
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if not _owned(folder):
+            return None
+        entry = folder / str(pgid)
+        entry.write_text(f"{_me()} {_start_time(pgid)}\n", encoding="ascii")
+    except OSError:
+        return None  # no record: only the sweep after a SIGKILL misses it
+    return entry
+
+
+def _alive(owner: str) -> bool:
+    pid, _, start = owner.partition(" ")
+    return pid.isdigit() and _start_time(int(pid)) == start
+
+
+def _sweep_group(entry: Path) -> None:
+    try:
+        owner_pid, owner_start, leader_start = entry.read_text(encoding="ascii").split()
+    except (OSError, ValueError):
+        entry.unlink(missing_ok=True)
+        return
+    if _alive(f"{owner_pid} {owner_start}"):
+        return  # another perfctl, still running: its children are its business
+    pgid = int(entry.name)
+    # A leader that is gone leaves its group's pgid unusable for new processes,
+    # so the group is ours; a live leader must be the very process we started.
+    if _start_time(pgid) in (None, leader_start):
+        kill_group(pgid)
+    entry.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[str]:
+    """A temporary folder marked with its owner, so a sweep removes it once that dies."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        with contextlib.suppress(OSError):
+            (Path(tmp) / OWNER_FILE).write_text(_me() + "\n", encoding="ascii")
+        yield tmp
+
+
+def _sweep_scratch(tmp: Path) -> None:
+    for folder in tmp.iterdir():
+        if not folder.name.startswith(SCRATCH_PREFIXES):
+            continue
+        with contextlib.suppress(OSError):
+            # Folders without an owner record are not known to be ours: left alone.
+            owner = (folder / OWNER_FILE).read_text(encoding="ascii").strip()
+            if _owned(folder) and not _alive(owner):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweep() -> None:
+    """Kill process groups and remove scratch folders a killed perfctl left behind."""
+    registry = _registry()
+    with contextlib.suppress(OSError):
+        if _owned(registry):
+            for entry in registry.iterdir():
+                if entry.name.isdigit():
+                    _sweep_group(entry)
+    with contextlib.suppress(OSError):
+        _sweep_scratch(Path(tempfile.gettempdir()))

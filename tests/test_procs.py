@@ -1,0 +1,168 @@
+"""No process outlives perfctl: process groups, death with the parent, the sweep."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from perfctl.errors import RegimeLoadError
+from perfctl.measure import procs
+from perfctl.regimes import discovery
+from tests.conftest import GitRepo
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux-only"
+)
+
+
+def alive(pid: int) -> bool:
+    """A running (not zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def gone_within(pids: list[int], seconds: float = 30.0) -> bool:
+    """Poll until every pid has exited (a generous bound, not a speed check)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def wait_for_file(path: Path, seconds: float = 120.0) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            time.sleep(0.1)  # the writer finished its line
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+# A child that starts a grandchild (`sleep`) and waits; the grandchild's pid goes to argv[1].
+FORKS = "import subprocess, sys, time\np = subprocess.Popen(['sleep', '300'])\n" + (
+    "open(sys.argv[1], 'w').write(str(p.pid))\ntime.sleep(300)\n"
+)
+
+
+def test_group_kills_grandchildren_on_every_exit_path(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    with pytest.raises(RuntimeError), procs.group([sys.executable, "-c", FORKS, str(pidfile)]):
+        grandchild = int(wait_for_file(pidfile))
+        raise RuntimeError("perfctl fails while the child runs")
+    assert gone_within([grandchild])
+
+
+def test_probe_timeout_kills_what_the_probe_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pidfile = tmp_path / "pid"
+    regimes = tmp_path / "slow_import.py"
+    regimes.write_text(
+        "import subprocess, time\n"
+        f"p = subprocess.Popen(['sleep', '300'])\nopen({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(300)\n"
+    )
+    monkeypatch.setattr(discovery, "PROBE_TIMEOUT", 5.0)
+    with pytest.raises(RegimeLoadError, match="took over 5 s"):
+        discovery.probe(Path(sys.executable), [regimes], cwd=tmp_path)
+    assert gone_within([int(pidfile.read_text())])
+
+
+# A stand-in for perfctl: starts FORKS through procs.group, in a scratch folder.
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from perfctl.measure import procs
+    with procs.scratch("perfctl-cmp-") as tmp:
+        open(sys.argv[2], "w").write(tmp)
+        with procs.group([sys.executable, "-c", sys.argv[1], sys.argv[3]]) as child:
+            time.sleep(300)
+""")
+
+
+def test_sigkill_of_perfctl_kills_child_and_the_sweep_takes_the_rest(tmp_path: Path) -> None:
+    scratch_note, pidfile = tmp_path / "scratch", tmp_path / "pid"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, FORKS, str(scratch_note), str(pidfile)],
+        start_new_session=True,
+    )
+    grandchild = int(wait_for_file(pidfile))
+    scratch = Path(wait_for_file(scratch_note))
+    child = int(Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    os.kill(holder.pid, signal.SIGKILL)  # perfctl only: no cleanup code runs
+    holder.wait()
+    assert gone_within([child])  # the direct child died with its parent
+    assert alive(grandchild) and scratch.is_dir()  # out of reach until the next start
+    procs.sweep()
+    assert gone_within([grandchild])
+    assert not scratch.exists()
+
+
+def test_sweep_leaves_a_running_perfctl_alone(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    with (
+        procs.scratch("perfctl-cmp-") as tmp,
+        procs.group([sys.executable, "-c", FORKS, str(pidfile)]),
+    ):
+        grandchild = int(wait_for_file(pidfile))
+        procs.sweep()  # the owner (this test) is alive
+        assert alive(grandchild) and Path(tmp).is_dir()
+    assert gone_within([grandchild])
+
+
+HANGS = """\
+import time
+from perfctl import regime
+
+@regime(timeout=300)
+def hangs():
+    \"\"\"Never returns.\"\"\"
+    return lambda: time.sleep(3600)
+"""
+
+
+def _workers_of(marker: Path) -> list[int]:
+    found = subprocess.run(
+        ["pgrep", "-f", f"perfctl-regime.*{marker}"], capture_output=True, text=True
+    )
+    return [int(p) for p in found.stdout.split()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["compare", "run"])
+def test_sigkill_of_perfctl_leaves_no_worker(git_repo: GitRepo, command: str) -> None:
+    git_repo.write("pyproject.toml", '[tool.perfctl]\ninstall = false\nregimes = ["hang.py"]\n')
+    git_repo.write("hang.py", HANGS)
+    git_repo.commit("c1")
+    git_repo.commit("c2")
+    args = ["HEAD~1", "HEAD", "--rounds", "2"] if command == "compare" else ["--fast"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfctl", command, *args, "--min-time", "0.01"],
+        cwd=git_repo.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    marker = git_repo.path / "hang.py"
+    deadline = time.monotonic() + 120
+    while not _workers_of(marker) and time.monotonic() < deadline:
+        assert proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.0)  # pyperf's master has started its worker (perfctl run)
+    workers = _workers_of(marker)
+    assert workers
+    os.kill(proc.pid, signal.SIGKILL)  # perfctl alone: its workers get no signal from us
+    proc.wait()
+    assert gone_within(workers), _workers_of(marker)
