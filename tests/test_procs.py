@@ -166,3 +166,34 @@ def test_sigkill_of_perfctl_leaves_no_worker(git_repo: GitRepo, command: str) ->
     os.kill(proc.pid, signal.SIGKILL)  # perfctl alone: its workers get no signal from us
     proc.wait()
     assert gone_within(workers), _workers_of(marker)
+
+
+# perfctl building a ref with a custom `build` command, stopped like a cancelled CI job.
+BUILDS = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from perfctl.cli import common
+    from perfctl.config import Config
+    from perfctl.envs import prepare_target
+
+    common.stop_cleanly_on_signals()
+    root = Path(sys.argv[1])
+    config = Config(root=root, state_dir=root / ".perfctl", install=False, build=sys.argv[2])
+    prepare_target(config, "HEAD")
+""")
+
+
+def test_sigterm_during_a_build_kills_the_build_tree(git_repo: GitRepo, tmp_path: Path) -> None:
+    git_repo.write("forks.py", FORKS)
+    git_repo.commit("c1")
+    pidfile = tmp_path / "pid"
+    build = f"python forks.py {pidfile}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BUILDS, str(git_repo.path), build],
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+    )
+    grandchild = int(wait_for_file(pidfile))
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert gone_within([grandchild])
