@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
-from perfctl.errors import StoreError
-from perfctl.model import Comparison, Machine, RefInfo, RegimeResult, Run
+from perfctl.errors import RegimeFailed, StoreError
+from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Run
 from perfctl.store.local import open_store
+from tests.conftest import GitRepo, run_cli
 
 MACHINE = Machine("m1", "cpu", 2, 2**34, "6.1", "performance", "3.11.7")
 
@@ -21,7 +24,7 @@ def comparison(cid: str, created: str, base: str = "a" * 40, head: str = "b" * 4
         base=RefInfo("main", base),
         head=RefInfo("HEAD", head),
         machine=MACHINE,
-        regimes=(),
+        regimes=(RegimeComparison("r", "f", "no change"),),
     )
 
 
@@ -34,7 +37,7 @@ def test_index_is_rebuilt_when_deleted_or_damaged(tmp_path: Path) -> None:
     assert found is not None and found.id == "20260102T000000-bbbbbb"
     (tmp_path / ".perfctl" / "store.sqlite").write_bytes(b"this is not a database" * 100)
     assert [c.id for c in store.list_comparisons()][0] == "20260102T000000-bbbbbb"
-    assert list((tmp_path / ".perfctl").glob("store.damaged-*"))
+    assert (tmp_path / ".perfctl" / "damaged" / "store.sqlite").is_file()
     assert store.find_comparison("a" * 40, "b" * 40) is not None
 
 
@@ -58,3 +61,120 @@ def test_runs_results_and_prefixes(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no comparison is stored yet"):
         store.last_comparison()
     assert not list((tmp_path / ".perfctl").rglob("*.tmp"))
+
+
+def a_run(rid: str, started: str) -> Run:
+    """A minimal run record."""
+    return Run(id=rid, project="p", ref=RefInfo("main", "c" * 40), machine=MACHINE, started=started)
+
+
+def test_damaged_records_are_named_set_aside_and_the_rest_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / ".perfctl"
+    store = open_store(root)
+    for i in (1, 2):
+        store.begin_run(a_run(f"2026010{i}T000000-aaaaaa", f"2026-01-0{i}T00:00:00"))
+        store.save_comparison(comparison(f"2026010{i}T000000-cccccc", f"2026-01-0{i}T00:00:00"))
+    run_json = root / "runs" / "20260102T000000-aaaaaa" / "run.json"
+    run_json.write_text(run_json.read_text()[:40])  # truncated
+    cmp_json = root / "comparisons" / "20260102T000000-cccccc.json"
+    cmp_json.write_text('{"id": "x"}')  # valid JSON, not a comparison
+    assert [r.id for r in store.list_runs()] == ["20260101T000000-aaaaaa"]
+    assert store.last_comparison().id == "20260101T000000-cccccc"
+    err = capsys.readouterr().err
+    assert f"Warning: set aside the damaged store file {run_json}" in err
+    assert f"Warning: set aside the damaged store file {cmp_json}" in err
+    assert (root / "damaged" / "runs" / "20260102T000000-aaaaaa" / "run.json").is_file()
+    assert (root / "damaged" / "comparisons" / cmp_json.name).is_file()
+    assert store.find_comparison("a" * 40, "b" * 40) is not None
+    # Once set aside, they are not reported again.
+    store.list_runs()
+    store.list_comparisons()
+    assert capsys.readouterr().err == ""
+
+
+def test_damaged_record_asked_for_by_id_is_a_store_error(tmp_path: Path) -> None:
+    root = tmp_path / ".perfctl"
+    store = open_store(root)
+    store.begin_run(a_run("20260101T000000-aaaaaa", "2026-01-01T00:00:00"))
+    (root / "runs" / "20260101T000000-aaaaaa" / "run.json").write_text("{")
+    with pytest.raises(StoreError, match="is damaged") as info:
+        store.load_run("20260101")
+    assert "set aside" in info.value.hint
+
+
+def _scramble(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    for offset in range(4096, len(data), 4096):
+        data[offset + 100 : offset + 3000] = b"\x5a" * 2900
+    db.write_bytes(bytes(data))
+
+
+def test_scrambled_index_pages_are_rebuilt_from_the_files(tmp_path: Path) -> None:
+    root = tmp_path / ".perfctl"
+    store = open_store(root)
+    for i in range(300):
+        store.save_comparison(comparison(f"20260101T{i:06d}-aaaaaa", "2026-01-01T00:00:00"))
+    _scramble(root / "store.sqlite")
+    assert len(store.list_comparisons()) == 300
+    assert store.find_comparison("a" * 40, "b" * 40) is not None
+    assert (root / "damaged" / "store.sqlite").is_file()
+
+
+def test_index_that_is_a_directory_is_set_aside(tmp_path: Path) -> None:
+    root = tmp_path / ".perfctl"
+    store = open_store(root)
+    store.save_comparison(comparison("20260101T000000-aaaaaa", "2026-01-01T00:00:00"))
+    (root / "store.sqlite").unlink()
+    (root / "store.sqlite").mkdir()
+    assert [c.id for c in store.list_comparisons()] == ["20260101T000000-aaaaaa"]
+    assert (root / "store.sqlite").is_file()
+
+
+def test_an_empty_comparison_is_never_stored(tmp_path: Path) -> None:
+    store = open_store(tmp_path / ".perfctl")
+    empty = dataclasses.replace(comparison("20260101T000000-aaaaaa", "2026-01-01"), regimes=())
+    with pytest.raises(RegimeFailed, match="no regime was measured on both sides") as info:
+        store.save_comparison(empty)
+    assert info.value.exit_code == 3 and "perfctl compare" in info.value.hint
+    assert not (tmp_path / ".perfctl" / "comparisons").exists()
+
+
+def test_a_store_that_cannot_be_written_is_a_store_error(tmp_path: Path) -> None:
+    # A regular file where the store's folder should be: no user, root included, can write.
+    (tmp_path / "blocked").write_text("")
+    store = open_store(tmp_path / "blocked" / ".perfctl")
+    with pytest.raises(StoreError, match="cannot write to the store") as info:
+        store.begin_run(a_run("20260101T000000-aaaaaa", "2026-01-01"))
+    assert "writable" in info.value.hint
+
+
+def test_cli_keeps_working_around_a_damaged_comparison(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.perfctl]\nregimes = ["b.py"]\n')
+    store = open_store(tmp_path / ".perfctl")
+    store.save_comparison(comparison("20260101T000000-aaaaaa", "2026-01-01T00:00:00"))
+    store.save_comparison(comparison("20260102T000000-bbbbbb", "2026-01-02T00:00:00"))
+    damaged = tmp_path / ".perfctl" / "comparisons" / "20260102T000000-bbbbbb.json"
+    damaged.write_text(damaged.read_text()[:100])
+    listed = run_cli("comparisons", "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [c["id"] for c in json.loads(listed.stdout)] == ["20260101T000000-aaaaaa"]
+    assert f"Warning: set aside the damaged store file {damaged}" in listed.stderr
+    report = run_cli("report", "--last", "-o", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+
+
+def test_from_store_with_no_common_regime_stores_nothing(git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", '[tool.perfctl]\nregimes = ["b.py"]\ninstall = false\n')
+    shas = [git_repo.commit("c1"), git_repo.commit("c2")]
+    store = open_store(git_repo.path / ".perfctl")
+    for i, (sha, name) in enumerate(zip(shas, ("only_old", "only_new"), strict=True)):
+        run = dataclasses.replace(a_run(f"2026010{i}T000000-aaaaaa", f"2026-01-0{i}T00:00"))
+        store.begin_run(dataclasses.replace(run, ref=RefInfo("x", sha)))
+        store.save_result(run.id, RegimeResult(name, "f", "ok", processes=((1.0, 2.0),)), None)
+        store.finish_run(run.id, "complete")
+    proc = run_cli("compare", "HEAD~1", "HEAD", "--from-store", cwd=git_repo.path)
+    assert proc.returncode == 3, proc.stderr
+    assert "Error: nothing to compare" in proc.stderr and "Hint:" in proc.stderr
+    assert not (git_repo.path / ".perfctl" / "comparisons").exists()

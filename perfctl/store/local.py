@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from perfctl.errors import StoreError
+from perfctl.errors import RegimeFailed, StoreError
 from perfctl.files import atomic_copy, atomic_write_text
 from perfctl.model import (
     Comparison,
@@ -43,6 +42,15 @@ from perfctl.model import (
     run_from_dict,
     to_dict,
 )
+from perfctl.store import repair
+
+T = TypeVar("T")
+R = TypeVar("R", Run, Comparison)
+
+
+class DamagedRecord(StoreError):
+    """A stored record that cannot be read; it has been set aside (see store.repair)."""
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -105,37 +113,41 @@ class SqliteStore:
     # -- plumbing -----------------------------------------------------------
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
+        with self._writing():
+            self.root.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self._db_path, timeout=30)
         try:
             with conn:  # one transaction: committed whole or not at all
+                conn.executescript(SCHEMA)
                 yield conn
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"the store index {self._db_path} failed: {exc}",
-                "re-run; if it persists, delete it (it is rebuilt from the JSON files)",
-            ) from exc
         finally:
             conn.close()
 
-    def _connect(self) -> sqlite3.Connection:
-        """Open the index; a damaged one is set aside and rebuilt from the JSON files."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        for attempt in (1, 2):
-            conn = sqlite3.connect(self._db_path, timeout=30)
-            try:
-                conn.executescript(SCHEMA)
-                return conn
-            except sqlite3.DatabaseError as exc:
-                conn.close()
-                if attempt == 2 or "locked" in str(exc):
-                    raise StoreError(
-                        f"cannot open the store index {self._db_path}: {exc}",
-                        "check permissions and free disk space",
-                    ) from exc
-                # The index holds nothing the JSON files do not: keep the damaged
-                # file for inspection and start a fresh one (filled by _ids).
-                os.replace(self._db_path, self._db_path.with_suffix(f".damaged-{new_id()}"))
-        raise AssertionError("unreachable")
+    def _index(self, fn: Callable[[sqlite3.Connection], T], *, rebuild: bool = True) -> T:
+        """Run ``fn`` in one index transaction; a corrupt index is rebuilt, ``fn`` retried."""
+        try:
+            with self._db() as db:
+                return fn(db)
+        except sqlite3.DatabaseError as exc:
+            if not (rebuild and repair.is_corrupt(exc, self._db_path)):
+                raise StoreError(
+                    f"the store index {self._db_path} failed: {exc}",
+                    "check its permissions and free disk space, then re-run",
+                ) from exc
+            # The index holds nothing the JSON files do not: set the damaged one
+            # aside (kept for inspection) and fill a fresh one from the files.
+            repair.set_index_aside(self._db_path, exc)
+        for kind in ("runs", "comparisons"):
+            self._ids(kind, rebuild=False)
+        return self._index(fn, rebuild=False)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A store that cannot be written (read-only, full disk) is a usage error."""
+        try:
+            yield
+        except OSError as exc:
+            raise repair.unwritable(self.root, exc) from exc
 
     def _run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
@@ -145,22 +157,10 @@ class SqliteStore:
         return self._run_dir(run_id) / "pyperf" / f"{slug(regime)}.json"
 
     def _write_run(self, run: Run) -> None:
-        atomic_write_text(
-            self._run_dir(run.id) / "run.json", json.dumps(to_dict(run), indent=1, sort_keys=True)
-        )
-        with self._db() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                (
-                    run.id,
-                    run.started,
-                    run.status,
-                    run.ref.ref,
-                    run.ref.sha,
-                    int(run.ref.dirty),
-                    run.machine.id,
-                ),
-            )
+        with self._writing():
+            text = json.dumps(to_dict(run), indent=1, sort_keys=True)
+            atomic_write_text(self._run_dir(run.id) / "run.json", text)
+        self._index(lambda db: _index_run(db, run))
 
     # -- runs ---------------------------------------------------------------
     def begin_run(self, run: Run) -> None:
@@ -174,15 +174,13 @@ class SqliteStore:
         run = self.load_run(run_id)
         if pyperf_json is not None and pyperf_json.exists():
             dest = self.pyperf_path(run_id, result.name)
-            atomic_copy(pyperf_json, dest)
+            with self._writing():
+                atomic_copy(pyperf_json, dest)
             result = replace(result, pyperf_file=str(dest.relative_to(self.root)))
         others = tuple(r for r in run.results if r.name != result.name)
         self._write_run(replace(run, results=(*others, result)))
-        with self._db() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO results VALUES (?,?,?,?)",
-                (run_id, result.name, result.status, result.pyperf_file),
-            )
+        row = (run_id, result.name, result.status, result.pyperf_file)
+        self._index(lambda db: db.execute("INSERT OR REPLACE INTO results VALUES (?,?,?,?)", row))
         return result
 
     def finish_run(self, run_id: str, status: str) -> Run:
@@ -193,58 +191,66 @@ class SqliteStore:
 
     def load_run(self, run_id: str) -> Run:
         """Load one run by id or unique prefix."""
-        path = self._run_dir(self._resolve("runs", run_id)) / "run.json"
-        return run_from_dict(self._read_json(path))
+        return self.load_run_file(self._resolve("runs", run_id))
 
     def list_runs(self) -> list[Run]:
         """Every stored run, newest first (runs killed midway show 'running')."""
         runs = []
         for d in self._ids("runs"):
-            with contextlib.suppress(StoreError):
+            with contextlib.suppress(DamagedRecord):
                 runs.append(self.load_run(d))
         return sorted(runs, key=lambda r: r.started, reverse=True)
 
     # -- comparisons --------------------------------------------------------
     def save_comparison(self, comparison: Comparison) -> None:
         """Store a comparison (atomic), then index it."""
-        path = self.root / "comparisons" / f"{comparison.id}.json"
-        atomic_write_text(path, json.dumps(to_dict(comparison), indent=1, sort_keys=True))
-        with self._db() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)",
-                (comparison.id, comparison.created, comparison.base.sha, comparison.head.sha),
+        if not comparison.regimes:
+            # An empty comparison would stand in for a real one in report, plan and comment.
+            raise RegimeFailed(
+                f"nothing to compare between {comparison.base.ref} and {comparison.head.ref}: "
+                "no regime was measured on both sides; nothing was stored",
+                "measure both refs with the same regimes (`perfctl compare BASE HEAD`), "
+                "or widen --regime/--family",
             )
+        path = self.root / "comparisons" / f"{comparison.id}.json"
+        with self._writing():
+            atomic_write_text(path, json.dumps(to_dict(comparison), indent=1, sort_keys=True))
+        self._index(lambda db: _index_comparison(db, comparison))
 
     def load_comparison(self, cid: str) -> Comparison:
         """Load a comparison by id or unique prefix."""
-        path = self.root / "comparisons" / f"{self._resolve('comparisons', cid)}.json"
-        return comparison_from_dict(self._read_json(path))
+        return self._load_comparison_file(self._resolve("comparisons", cid))
 
     def list_comparisons(self) -> list[Comparison]:
         """Every stored comparison, newest first."""
-        out = [self.load_comparison(i) for i in self._ids("comparisons")]
+        out = []
+        for cid in self._ids("comparisons"):
+            with contextlib.suppress(DamagedRecord):
+                out.append(self.load_comparison(cid))
         return sorted(out, key=lambda c: (c.created, c.id), reverse=True)
 
     def last_comparison(self) -> Comparison:
         """The newest comparison."""
-        ids = self._ids("comparisons")
-        if not ids:
+        found = self.list_comparisons()
+        if not found:
             raise StoreError("no comparison is stored yet", "run `perfctl compare BASE HEAD` first")
-        return self.list_comparisons()[0]
+        return found[0]
 
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None:
         """The newest comparison of exactly these two commits, if any (via the index)."""
         self._ids("comparisons")  # repair the index first
-        with self._db() as db:
-            rows = db.execute(
+        rows = self._index(
+            lambda db: db.execute(
                 "SELECT id FROM comparisons WHERE base_sha = ? AND head_sha = ? "
                 "ORDER BY created DESC, id DESC",
                 (base_sha, head_sha),
             ).fetchall()
+        )
         for (cid,) in rows:
-            c = self.load_comparison(cid)
-            if not (c.base.dirty or c.head.dirty):
-                return c
+            with contextlib.suppress(DamagedRecord):
+                c = self.load_comparison(cid)
+                if not (c.base.dirty or c.head.dirty):
+                    return c
         return None
 
     # -- helpers ------------------------------------------------------------
@@ -256,48 +262,61 @@ class SqliteStore:
             return sorted(p.name for p in folder.iterdir() if (p / "run.json").is_file())
         return sorted(p.stem for p in folder.glob("*.json"))
 
-    def _ids(self, kind: str) -> list[str]:
+    def _ids(self, kind: str, *, rebuild: bool = True) -> list[str]:
         """Ids from the index, repaired from the files if they disagree.
 
         A process killed between writing a file and indexing it (or a deleted
         index) leaves them out of step; the JSON files are the truth.
         """
         files = self._files(kind)
-        with self._db() as db:
-            indexed = {row[0] for row in db.execute(f"SELECT id FROM {kind}")}  # noqa: S608
-            if indexed != set(files):
-                self._reindex(db, kind, files, indexed)
-        return files
+        indexed = self._index(
+            lambda db: {row[0] for row in db.execute(f"SELECT id FROM {kind}")},  # noqa: S608
+            rebuild=rebuild,
+        )
+        if indexed != set(files):
+            self._reindex(kind, files, indexed)
+        return self._files(kind)  # without what reindexing set aside
 
-    def _reindex(
-        self, db: sqlite3.Connection, kind: str, files: list[str], indexed: set[str]
-    ) -> None:
-        for gone in indexed - set(files):
-            db.execute(f"DELETE FROM {kind} WHERE id = ?", (gone,))  # noqa: S608
+    def _reindex(self, kind: str, files: list[str], indexed: set[str]) -> None:
+        records: list[Run | Comparison] = []
+        load = self.load_run_file if kind == "runs" else self._load_comparison_file
         for ident in set(files) - indexed:
-            with contextlib.suppress(StoreError):
-                if kind == "runs":
-                    run = run_from_dict(self._read_json(self._run_dir(ident) / "run.json"))
-                    db.execute(
-                        "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                        (
-                            run.id,
-                            run.started,
-                            run.status,
-                            run.ref.ref,
-                            run.ref.sha,
-                            int(run.ref.dirty),
-                            run.machine.id,
-                        ),
-                    )
+            with contextlib.suppress(DamagedRecord):
+                records.append(load(ident))
+
+        def write(db: sqlite3.Connection) -> None:
+            for gone in indexed - set(files):
+                db.execute(f"DELETE FROM {kind} WHERE id = ?", (gone,))  # noqa: S608
+            for record in records:
+                if isinstance(record, Run):
+                    _index_run(db, record)
                 else:
-                    c = comparison_from_dict(
-                        self._read_json(self.root / "comparisons" / f"{ident}.json")
-                    )
-                    db.execute(
-                        "INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)",
-                        (c.id, c.created, c.base.sha, c.head.sha),
-                    )
+                    _index_comparison(db, record)
+
+        self._index(write, rebuild=False)
+
+    def load_run_file(self, run_id: str) -> Run:
+        """One run by its exact id, without consulting the index."""
+        folder = self._run_dir(run_id)
+        return self._load(folder / "run.json", run_from_dict, folder)
+
+    def _load_comparison_file(self, cid: str) -> Comparison:
+        path = self.root / "comparisons" / f"{cid}.json"
+        return self._load(path, comparison_from_dict, path)
+
+    def _load(self, path: Path, build: Callable[[Any], R], item: Path) -> R:
+        """Read and build a record; a damaged one is set aside (``item``) and reported."""
+        try:
+            return build(json.loads(path.read_text(encoding="utf-8")))
+        except repair.RECORD_ERRORS as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise StoreError(f"cannot read {path}: it is gone", "re-run the command") from exc
+            why = f"{type(exc).__name__}: {exc}"
+            moved = repair.set_aside(self.root, item, why)
+            raise DamagedRecord(
+                f"the store file {path} is damaged ({repair.first_line(why)})",
+                f"it was set aside as {moved}" if moved else "remove or restore it",
+            ) from exc
 
     def _resolve(self, kind: str, ident: str) -> str:
         ids = self._ids(kind)
@@ -316,15 +335,6 @@ class SqliteStore:
             f"unknown {noun} id `{ident}`",
             f"list them with `perfctl {kind}`",
         )
-
-    @staticmethod
-    def _read_json(path: Path) -> Any:
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StoreError(
-                f"cannot read {path}: {exc}", "the file is damaged; remove it"
-            ) from exc
 
     # -- interrupted comparisons ---------------------------------------------
     def mark_pending(self, key: str, run_ids: dict[str, str]) -> None:
@@ -356,6 +366,16 @@ class SqliteStore:
         with contextlib.suppress(OSError):
             self._db_path.unlink()
         return n
+
+
+def _index_run(db: sqlite3.Connection, run: Run) -> None:
+    row = (run.id, run.started, run.status, run.ref.ref, run.ref.sha, int(run.ref.dirty))
+    db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)", (*row, run.machine.id))
+
+
+def _index_comparison(db: sqlite3.Connection, c: Comparison) -> None:
+    row = (c.id, c.created, c.base.sha, c.head.sha)
+    db.execute("INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)", row)
 
 
 def open_store(state_dir: Path) -> SqliteStore:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfctl.errors import LockTimeout
+from perfctl.store.repair import unwritable
 
 POLL_S = 0.1
 GITIGNORE = "# Created by perfctl: everything in here is generated.\n*\n"
@@ -114,10 +115,13 @@ def _release(fd: int) -> None:
 @contextmanager
 def project_lock(state_dir: Path, *, wait: float = 600.0, what: str = "") -> Iterator[None]:
     """Hold the project lock, waiting up to ``wait`` s (LockTimeout after that)."""
-    path = ensure_state_dir(state_dir) / "lock"
-    key = str(path.resolve())
-    depth = _held.get(key, 0)
-    fd = None if depth else _acquire(path, wait, what)
+    try:
+        path = ensure_state_dir(state_dir) / "lock"
+        key = str(path.resolve())
+        depth = _held.get(key, 0)
+        fd = None if depth else _acquire(path, wait, what)
+    except OSError as exc:
+        raise unwritable(state_dir, exc) from exc
     _held[key] = depth + 1
     try:
         yield
