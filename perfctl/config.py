@@ -20,6 +20,7 @@ Known keys (all optional)::
 from __future__ import annotations
 
 import difflib
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,8 +159,11 @@ def _positive(
 ) -> Any:
     """A number above zero, or None when absent."""
     value = _expect(table, key, kind, path)
-    if value is not None and (isinstance(value, bool) or value <= 0):
-        raise ConfigError(f"{path}: `{key}` = {value!r} must be above 0", "or leave it out")
+    # `not value > 0` also refuses nan (TOML has it); inf would never stop sampling.
+    if value is not None and (isinstance(value, bool) or not 0 < value < math.inf):
+        raise ConfigError(
+            f"{path}: `{key}` = {value!r} must be a number above 0", "or leave it out"
+        )
     return value
 
 

@@ -676,6 +676,21 @@ def test_cli_usage_errors(project: Path, fake_github: FakeGitHub, tmp_path: Path
     assert fake_github.log == []
 
 
+def test_cli_body_file_reads_are_capped(project: Path, fake_github: FakeGitHub) -> None:
+    out = comment_cli(project, fake_github, "--body-file", "/dev/zero")
+    assert out.returncode == 2, out.stderr
+    assert "Error: /dev/zero holds more than 262,144 bytes" in out.stderr
+    assert "Hint:" in out.stderr and fake_github.log == []
+
+
+def test_a_non_integer_comment_id_is_a_publish_error(fake_github: FakeGitHub) -> None:
+    ours = fake_github.add(f"{MARK}\nold", user=fake_github.login)
+    ours["id"] = "12; DROP"
+    with client(fake_github) as gh, pytest.raises(PublishError, match="invalid id"):
+        upsert_comment(gh, TARGET, f"{MARK}\nnew", MARK)
+    assert fake_github.calls("PATCH") == []
+
+
 def test_cli_creates_its_own_comment_next_to_an_attackers(
     project: Path, fake_github: FakeGitHub
 ) -> None:

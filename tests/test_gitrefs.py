@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -348,3 +349,26 @@ def test_fingerprint_differs_per_commit(repo: GitRepo) -> None:
     first = gitrefs.worktree_fingerprint(repo.path)
     repo.commit("empty commit")
     assert gitrefs.worktree_fingerprint(repo.path) != first
+
+
+LIMITED = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+from perfctl.git import refs
+print(refs.worktree_fingerprint(Path(sys.argv[1])))
+"""
+
+
+def test_fingerprint_of_a_huge_untracked_file_does_not_read_it_whole(repo: GitRepo) -> None:
+    big = repo.path / "data.bin"
+    with open(big, "wb") as fh:
+        fh.truncate(3 * 2**30)  # sparse: 3 GB that take no disk
+    # 2 GB of address space: reading the file whole fails with MemoryError.
+    cmd = [sys.executable, "-c", LIMITED, str(repo.path)]
+    first = subprocess.run(cmd, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-500:]
+    assert len(first.stdout.strip()) == 16
+    os.utime(big, ns=(1, 1))  # touched: a big file counts by size and mtime
+    second = subprocess.run(cmd, capture_output=True, text=True)
+    assert second.stdout.strip() != first.stdout.strip()

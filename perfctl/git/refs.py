@@ -26,6 +26,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import git
 from git import exc as gitexc
@@ -335,10 +336,27 @@ def _untracked(repo: git.Repo, everything: bool) -> list[bytes]:
     return sorted(name for name in bytes(out).split(b"\0") if name)
 
 
-def _content(path: Path) -> bytes:
+# Files past this size are fingerprinted by size and modification time: hashing a
+# multi-GB data file left in the checkout would take longer than the comparison.
+BY_STAT_BYTES = 32 * 2**20
+CHUNK = 2**20
+
+
+def _hash_content(digest: Any, path: Path) -> None:
+    """Feed one untracked file to ``digest``: its content in chunks, or its stat."""
     if path.is_symlink():
-        return os.readlink(path).encode()
-    return path.read_bytes() if path.is_file() else b""
+        digest.update(os.readlink(path).encode())
+        return
+    with contextlib.suppress(OSError):
+        st = path.stat()
+        if not path.is_file():
+            return
+        if st.st_size > BY_STAT_BYTES:
+            digest.update(f"stat:{st.st_size}:{st.st_mtime_ns}".encode())
+            return
+        with open(path, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                digest.update(chunk)
 
 
 def worktree_fingerprint(root: Path) -> str:
@@ -358,5 +376,7 @@ def _fingerprint(repo: git.Repo) -> str:
     top = _top(repo)
     # Without a HEAD there is no diff: hash every file git would track.
     for name in _untracked(repo, everything=not head):
-        digest.update(name + b"\0" + _content(top / os.fsdecode(name)) + b"\0")
+        digest.update(name + b"\0")
+        _hash_content(digest, top / os.fsdecode(name))
+        digest.update(b"\0")
     return digest.hexdigest()[:16]

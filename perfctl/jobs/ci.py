@@ -376,8 +376,18 @@ def read_body_file(path: Path, mark: str) -> str:
     """A pre-rendered body with the marker as its first line, within GitHub's limit."""
     from perfctl.render.comment import GITHUB_LIMIT, github_length, with_marker
 
+    # Read no more than a body GitHub could accept (4 bytes a character at most),
+    # so `--body-file /dev/zero` or a huge file is refused, not read into memory.
+    cap = 4 * GITHUB_LIMIT
     try:
-        body = with_marker(path.read_text(encoding="utf-8"), mark)
+        with open(path, "rb") as fh:
+            raw = fh.read(cap + 1)
+        if len(raw) > cap:
+            raise UsageError(
+                f"{path} holds more than {cap:,} bytes; GitHub accepts {GITHUB_LIMIT:,} characters",
+                "post the comparison instead: perfctl truncates its own bodies to fit",
+            )
+        body = with_marker(raw.decode("utf-8"), mark)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}", "check the path") from exc
     if github_length(body) > GITHUB_LIMIT:

@@ -8,6 +8,7 @@ Benjamini–Hochberg correction → verdicts → stored Comparison.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from collections.abc import Callable
@@ -108,8 +109,12 @@ def settings_for(
         ("--min-time", min_time),
         ("--time-budget", time_budget),
     ):
-        if given is not None and given <= 0:
-            raise UsageError(f"{flag} must be above 0 (got {given:g})", "or leave it out")
+        # `not given > 0` also refuses nan; inf would never stop.
+        if given is not None and not 0 < given < math.inf:
+            raise UsageError(f"{flag} must be a number above 0 (got {given:g})", "or leave it out")
+    for flag, given in (("--threshold", threshold), ("--alpha", alpha)):
+        if given is not None and not math.isfinite(given):
+            raise UsageError(f"{flag} must be a number (got {given:g})", "or leave it out")
     if clock == "cpu" and pairing != "same-process":
         raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
     if pairing == "same-process" and config is not None and config.install:
@@ -188,7 +193,7 @@ def compare_refs(
             comparison = _confirm(config, store, sides, files, comparison, settings, say)
         comparison = _with_load(comparison, loads)
         for s in sides.values():
-            store.finish_run(s.run.id, "complete")
+            store.finish_run(s.run.id)  # `failed` when a regime failed, as from `run`
         store.save_comparison(comparison)
         if key:
             store.clear_pending(key)

@@ -112,8 +112,8 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
     with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)
         store.begin_run(run)
-        failed = _measure_all(store, run, worker, infos, options.precision, config, progress)
-        return store.finish_run(run.id, FAILED if failed else "complete")
+        _measure_all(store, run, worker, infos, options.precision, config, progress)
+        return store.finish_run(run.id)  # `failed` when a regime failed, as from `compare`
 
 
 def _measure_all(

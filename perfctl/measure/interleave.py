@@ -72,9 +72,14 @@ def calibrate_both(
     """One calibrated loop count for both sides (0 when neither side could run)."""
     # One loop count for both sides, so each value amortises the same loop overhead.
     for side in SIDES:
-        out = runner.calibrate(
-            workers[side], info, min_time=0.05, log=logs[side], timeout=deadline - time.monotonic()
-        )
+        left = deadline - time.monotonic()
+        if left <= 0:
+            # The other side used the regime's whole timeout: say so, rather than
+            # "timed out after 0 s" for a side that never had a chance to run.
+            data[side].ok = False
+            data[side].reason = "not measured: the other side used up the regime's timeout"
+            continue
+        out = runner.calibrate(workers[side], info, min_time=0.05, log=logs[side], timeout=left)
         if out.ok:
             return out.loops
         data[side].ok, data[side].reason = False, out.reason

@@ -31,6 +31,8 @@ from perfctl.regimes.discovery import join_files
 
 BENCH = WORKERS / "bench.py"
 DEFAULT_TIMEOUT = 600.0
+LOG_KEEP_BYTES = 2**20  # the end of a log says why a worker failed
+MIN_TIMEOUT = 0.1  # what a worker gets when its deadline has (nearly) passed
 
 
 @dataclass(frozen=True)
@@ -92,17 +94,40 @@ def spawn(
 ) -> int | None:
     """Run argv with output appended to ``log``; None when it timed out."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        # Its own process group, killed whole on timeout, Ctrl-C or any error.
-        return procs.call(
-            cmd,
-            timeout=max(timeout, 0.1),
-            cwd=cwd,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    try:
+        with open(log, "ab") as out:
+            # Its own process group, killed whole on timeout, Ctrl-C or any error.
+            return procs.call(
+                cmd,
+                timeout=max(timeout, MIN_TIMEOUT),
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+    finally:
+        trim_log(log)
+
+
+def trim_log(log: Path, keep: int = LOG_KEEP_BYTES) -> None:
+    """Keep only the last ``keep`` bytes of a worker log (a regime may print a lot)."""
+    try:
+        size = log.stat().st_size
+        if size <= keep:
+            return
+        with open(log, "rb") as fh:
+            fh.seek(size - keep)
+            tail = fh.read()
+    except OSError:
+        return
+    head = f"[perfctl: the first {size - len(tail):,} bytes of this log were cut]\n"
+    tmp = log.with_name(f".{log.name}.trim")
+    try:
+        tmp.write_bytes(head.encode() + tail)
+        os.replace(tmp, log)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 # What pyperf copies into its workers by default; everything else must be asked
@@ -147,18 +172,38 @@ def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[
 
 
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*")
+# pyperf's master reporting its worker's exit status (perfctl run).
+_WORKER_EXIT = re.compile(r"failed with exit code (-?\d+)")
 
 
 def _failure(log: Path, rc: int | None, timeout: float) -> str:
     if rc is None:
-        return f"timed out after {timeout:.0f} s (log: {log})"
+        return f"timed out after {seconds(max(timeout, MIN_TIMEOUT))} (log: {log})"
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    # The worker's own status: pyperf's master (perfctl run) exits 1 whatever it was.
+    codes = [int(m.group(1)) for ln in lines if (m := _WORKER_EXIT.search(ln))]
+    code = codes[-1] if rc > 0 and codes else rc
+    if code < 0:
+        return f"killed by signal {-code} ({_signal_name(-code)}) (log: {log})"
     # The worker's own exception, not pyperf's master reporting that the worker failed.
     excs = [ln for ln in lines if _EXC_LINE.match(ln) and "failed with exit code" not in ln]
     last = excs[-1] if excs else "the worker process died"
-    if rc < 0:
-        last = f"killed by signal {-rc}"
-    return f"{last} (exit code {rc}; log: {log})"
+    return f"{last} (exit code {code}; log: {log})"
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
+def seconds(value: float) -> str:
+    """``12 s`` / ``0.1 s``: a duration as a person reads it (never ``-0 s``)."""
+    value = max(value, 0.0)
+    return f"{value:.0f} s" if value >= 1 else f"{value:.1g} s"
 
 
 def failure_reason(log: Path, rc: int | None, timeout: float) -> str:

@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from perfctl.config import Config
 from perfctl.errors import ConfigError, RegimeLoadError, UsageError
@@ -23,6 +23,8 @@ from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
 
 PROBE_TIMEOUT = 120.0
+# The probe's answer line starts with this, so output of the regimes files is never read as it.
+PROBE_MARK = "perfctl-probe: "
 
 
 def builtin_dir() -> Path:
@@ -100,21 +102,47 @@ def probe(
             f"importing the regimes files took over {PROBE_TIMEOUT:.0f} s",
             "importing must not run workloads; move work into the regime function",
         ) from exc
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RegimeLoadError(
-            f"cannot load regimes with {python}: {tail}",
-            "check that perfctl is importable in that environment",
-        )
-    data = json.loads(lines[-1])
+    data = _answer(proc, python)
     if "error" in data:
         err = data["error"]
         raise RegimeLoadError(
             f"{err['where']}: {err['message']}",
             "fix the regimes file; importing it must succeed without running workloads",
         )
-    return [_info(d) for d in data["regimes"]]
+    try:
+        return [_info(d) for d in data["regimes"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _garbled(python, exc) from exc
+
+
+def _answer(proc: subprocess.CompletedProcess[str], python: Path) -> dict[str, Any]:
+    """The probe's own answer line; whatever the regimes files print is ignored."""
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(PROBE_MARK)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        missing = "No module named 'perfctl" in proc.stderr
+        raise RegimeLoadError(
+            f"cannot load regimes with {python}: {tail} (exit code {proc.returncode})",
+            "check that perfctl is importable in that environment"
+            if missing
+            else "importing the regimes files must not exit the interpreter (sys.exit, "
+            "os._exit) or crash it; run `python FILE` to see what it does",
+        )
+    try:
+        data = json.loads(lines[-1][len(PROBE_MARK) :])
+    except ValueError as exc:
+        raise _garbled(python, exc) from exc
+    if not isinstance(data, dict):
+        raise _garbled(python, TypeError(type(data).__name__))
+    return data
+
+
+def _garbled(python: Path, exc: Exception) -> RegimeLoadError:
+    return RegimeLoadError(
+        f"the regimes probe run with {python} gave an unreadable answer ({exc})",
+        "the perfctl importable in that environment may be a different version; "
+        "reinstall it there (or --rebuild)",
+    )
 
 
 def _info(d: dict[str, object]) -> RegimeInfo:

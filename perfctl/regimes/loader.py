@@ -77,12 +77,47 @@ def _with_source(d: api.RegimeDef, path: Path) -> api.RegimeDef:
 
 
 def load_files(paths: Sequence[Path]) -> list[api.RegimeDef]:
-    """Import every file; later definitions of the same name win."""
-    out: dict[str, api.RegimeDef] = {}
-    for p in paths:
-        for d in load_file(p):
-            out[d.name] = d
-    return list(out.values())
+    """Import every file and check the definitions together (names, timeouts, baselines)."""
+    defs = [d for p in paths for d in load_file(p)]
+    check_defs(defs)
+    return defs
+
+
+def _where(d: api.RegimeDef) -> str:
+    code = getattr(d.func, "__code__", None)
+    return f"{d.source}:{code.co_firstlineno}" if code is not None else d.source
+
+
+def _check_timeout(d: api.RegimeDef) -> None:
+    t = d.timeout
+    # `not 0 < t` also refuses nan; a string ("soon") was silently ignored before.
+    if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t):
+        raise LoadFailure(
+            _where(d), f"regime {d.name}: timeout must be a number of seconds above 0, got {t!r}"
+        )
+
+
+def check_defs(defs: Sequence[api.RegimeDef]) -> None:
+    """LoadFailure for a duplicate name, a bad timeout or a baseline that is not defined."""
+    seen: dict[str, api.RegimeDef] = {}
+    for d in defs:
+        _check_timeout(d)
+        for full, _ in d.expand():
+            if full in seen:
+                raise LoadFailure(
+                    _where(d),
+                    f"duplicate regime name {full!r}, also defined at {_where(seen[full])}; "
+                    "give one of them another name (@regime(name=...))",
+                )
+            seen[full] = d
+    for d in defs:
+        for full, kwargs in d.expand():
+            target = d.baseline_for(kwargs)
+            if target is not None and target not in seen:
+                raise LoadFailure(
+                    _where(d),
+                    f"regime {full}: its baseline {target!r} is not a defined regime",
+                )
 
 
 def find(defs: Sequence[api.RegimeDef], name: str) -> tuple[api.RegimeDef, dict[str, Any]]:

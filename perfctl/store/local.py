@@ -35,6 +35,7 @@ from typing import Any, Protocol, TypeVar
 from perfctl.errors import RegimeFailed, StoreError
 from perfctl.files import atomic_copy, atomic_write_text
 from perfctl.model import (
+    FAILED,
     Comparison,
     RegimeResult,
     Run,
@@ -92,7 +93,7 @@ class Store(Protocol):
     def save_result(
         self, run_id: str, result: RegimeResult, pyperf_json: Path | None
     ) -> RegimeResult: ...
-    def finish_run(self, run_id: str, status: str) -> Run: ...
+    def finish_run(self, run_id: str, status: str | None = None) -> Run: ...
     def load_run(self, run_id: str) -> Run: ...
     def list_runs(self) -> list[Run]: ...
     def save_comparison(self, comparison: Comparison) -> None: ...
@@ -183,9 +184,16 @@ class SqliteStore:
         self._index(lambda db: db.execute("INSERT OR REPLACE INTO results VALUES (?,?,?,?)", row))
         return result
 
-    def finish_run(self, run_id: str, status: str) -> Run:
-        """Mark a run complete/failed/interrupted and stamp its end time."""
-        run = replace(self.load_run(run_id), status=status, finished=utcnow())
+    def finish_run(self, run_id: str, status: str | None = None) -> Run:
+        """Mark a run finished and stamp its end time.
+
+        Without ``status``: ``failed`` when a regime failed, else ``complete``
+        (the same word whichever command measured it).
+        """
+        run = self.load_run(run_id)
+        if status is None:
+            status = FAILED if any(r.status == FAILED for r in run.results) else "complete"
+        run = replace(run, status=status, finished=utcnow())
         self._write_run(run)
         return run
 

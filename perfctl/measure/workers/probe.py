@@ -30,7 +30,9 @@ def main(argv: list[str]) -> int:
     try:
         defs = loader.load_files([Path(a) for a in argv])
     except loader.LoadFailure as exc:
-        print(json.dumps({"error": {"where": exc.where, "message": exc.message}}))
+        print(
+            "perfctl-probe: " + json.dumps({"error": {"where": exc.where, "message": exc.message}})
+        )
         return 0
     out = []
     for d in defs:
@@ -54,7 +56,7 @@ def main(argv: list[str]) -> int:
                     "skip_reason": skip,
                 }
             )
-    print(json.dumps({"regimes": out}))
+    print("\nperfctl-probe: " + json.dumps({"regimes": out}))
     return 0
 
 
