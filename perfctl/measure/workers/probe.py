@@ -16,9 +16,6 @@ if sys.path and sys.path[0].endswith("workers"):
 
 from perfctl.measure.procs import die_with_parent  # noqa: E402
 
-# A SIGKILL of perfctl (or of pyperf's master) must take this worker with it.
-die_with_parent()
-
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -61,4 +58,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # A SIGKILL of perfctl (or of pyperf's master) must take this worker with it.
+    # Not at import: multiprocessing's spawned children re-import this file.
+    die_with_parent()
     sys.exit(main(sys.argv[1:]))

@@ -31,9 +31,6 @@ if sys.path and sys.path[0].endswith("workers"):
 
 from perfctl.measure.procs import die_with_parent  # noqa: E402
 
-# A SIGKILL of perfctl (or of pyperf's master) must take this worker with it.
-die_with_parent()
-
 import json  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
@@ -123,6 +120,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # A SIGKILL of perfctl (or of pyperf's master) must take this worker with it.
+    # Not at import: multiprocessing's spawned children re-import this file.
+    die_with_parent()
     import signal
 
     # perfctl stops this loop with SIGINT; under nohup or a CI runner the worker
