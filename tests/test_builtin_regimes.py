@@ -180,6 +180,36 @@ def test_a_system_is_no_faster_than_its_floor() -> None:
     assert floor < system * 1.5, (floor, system)
 
 
+@pytest.mark.parametrize(
+    ("family", "floor_name", "system_name"),
+    [
+        ("shm", "shm.bytes_hop.floor[size=24M]", "shm.bytes_hop_ring[size=24M]"),
+        ("ipc", "ipc.bytes_512k.floor", "ipc.bytes_512k"),
+    ],
+)
+def test_a_bulk_transfer_is_no_faster_than_its_floor(
+    family: str, floor_name: str, system_name: str
+) -> None:
+    # Both measured 0.5-0.6x their floors: the floors did more than the least work.
+    floor, system = medians(family, floor_name, system_name, runs=7)
+    assert floor < system * 1.25, (floor, system)
+
+
+def test_the_memcpy_floor_copies_once_and_allocates_nothing() -> None:
+    # `bytearray[:] = bytes` copies the bytes into a temporary bytearray first.
+    import tracemalloc
+
+    with opened("shm", "shm.bytes_hop.floor[size=24M]") as instance:
+        instance.run()
+        tracemalloc.start()
+        try:
+            instance.run()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 2**20, peak
+
+
 def test_epoch_skipping_beats_recompute_and_computes_the_same_pages() -> None:
     prop = sys.modules[defs("propagation")[0].func.__module__]
     engines = {m: prop_ref.Engine(m) for m in ("recompute", "epoch")}

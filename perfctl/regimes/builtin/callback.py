@@ -87,7 +87,7 @@ def chatter_floor(mode: str) -> Iterator[Run]:
         request = ipc_ref.wire_size(("cb_batch", list(range(ITEMS))))
         reply, trips = ipc_ref.wire_size(("ret", [_double(i) for i in range(ITEMS)])), 1
     echo = ipc_ref.RawEcho(request, reply)
-    chunk = bytes(request)
+    chunk = ipc_ref.filled(request)
     try:
         echo.roundtrip(chunk)  # the child is ready before anything is timed
 

@@ -56,7 +56,7 @@ def _raw_floor(
     request: int, reply: int, *, reads: int = 1, repeat: int = 1, channel: str = "pipe"
 ) -> Iterator[Run]:
     echo = ref.RawEcho(request, reply, reads, channel)
-    chunk = bytes(request)
+    chunk = ref.filled(request)
     try:
         echo.roundtrip(chunk)
 
