@@ -32,6 +32,7 @@ from typing import Any, Protocol
 CHANNELS = ("pipe", "socket", "queue")
 POOL_KINDS = ("process", "thread")
 JOIN_TIMEOUT_S = 5.0
+READ_BYTES = 1 << 16  # the default pipe capacity: what one read returns at most
 # How often a blocked queue read checks that its peer is still alive.
 QUEUE_POLL_S = 1.0
 
@@ -324,7 +325,9 @@ def _read_n(fd: int, nbytes: int) -> bool:
     The data is dropped: a floor pays the kernel's copies, nothing of Python's.
     """
     while nbytes > 0:
-        got = len(os.read(fd, nbytes))
+        # At most one pipe's worth a read: a larger request makes os.read allocate
+        # (and mmap) a big buffer it then shrinks, every call.
+        got = len(os.read(fd, min(nbytes, READ_BYTES)))
         if not got:
             return False
         nbytes -= got
