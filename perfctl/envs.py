@@ -99,6 +99,8 @@ def _python_request(config: Config) -> tuple[str, str]:
 def env_key(source_id: str, config: Config, python_id: str) -> str:
     """The cache key of one environment (16 hex digits)."""
     build = [config.build, list(config.dependencies), config.install, list(config.pythonpath)]
+    if config.inherit_site_packages:  # appended only when on: existing keys stay as they were
+        build.append(["inherit", *host_site_packages()])
     parts = [ENV_FORMAT, source_id, python_id, *build]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -291,13 +293,26 @@ def runtime_dir(state_dir: Path) -> Path:
     return runtime
 
 
-def link_runtime(state_dir: Path, env_dir: Path) -> None:
-    """Write the .pth that makes perfctl and pyperf importable inside ``env_dir``."""
-    line = f"{runtime_dir(state_dir)}\n"
+def link_runtime(state_dir: Path, env_dir: Path, inherit: bool = False) -> None:
+    """Write the .pth that makes perfctl and pyperf importable inside ``env_dir``.
+
+    With ``inherit`` (``inherit_site_packages = true``) the running interpreter's
+    site-packages follow, last: a GPU project's torch or CuPy, too big to install
+    per ref, comes from there, and the ref's own packages still win.
+    """
+    lines = [str(runtime_dir(state_dir))] + (host_site_packages() if inherit else [])
+    text = "".join(f"{line}\n" for line in lines)
     for site in env_dir.glob("lib/python*/site-packages"):
         pth = site / RUNTIME_PTH
-        if not pth.is_file() or pth.read_text(encoding="utf-8") != line:
-            pth.write_text(line, encoding="utf-8")
+        if not pth.is_file() or pth.read_text(encoding="utf-8") != text:
+            pth.write_text(text, encoding="utf-8")
+
+
+def host_site_packages() -> list[str]:
+    """The site-packages directories of the interpreter running perfctl (venv or not)."""
+    import site
+
+    return [p for p in site.getsitepackages() if Path(p).is_dir()]
 
 
 def _complete(env_dir: Path, spec: EnvSpec) -> bool:
@@ -357,7 +372,7 @@ def _build(spec: EnvSpec, env_dir: Path, log_path: Path) -> None:
             env = _step_env(spec, tmp)
             for argv in _steps(spec, tmp, src):
                 _run_step(argv, spec, env, log, log_path)
-        link_runtime(spec.config.state_dir, tmp)
+        link_runtime(spec.config.state_dir, tmp, spec.config.inherit_site_packages)
         _relocate(tmp, env_dir)
         _write_marker(tmp, spec)
         _swap(tmp, env_dir)
@@ -381,7 +396,7 @@ def prepare_target(
             say(f"{ref}: environment ready in {time.monotonic() - started:.1f} s")
         else:
             say(f"{ref}: reusing environment {spec.key}")
-            link_runtime(config.state_dir, env_dir)
+            link_runtime(config.state_dir, env_dir, config.inherit_site_packages)
     extra = _worker_env(config, spec.source)
     return Target(spec.ref, _venv_python(env_dir), spec.source, extra, env_dir)
 

@@ -201,6 +201,7 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
     from rich.console import Console
 
     from perfctl.render import tables as render
+    from perfctl.render.notes import comparison_notes
 
     err = Console(stderr=True)
     if fmt == Format.json:
@@ -213,6 +214,8 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
         metrics = render.format_metrics_table(c)
         if metrics is not None:
             console.print(metrics)
+        for line in comparison_notes(c):
+            console.print(render.esc(line))
         test = (
             "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
             if c.settings.get("pairing") == "same-process"

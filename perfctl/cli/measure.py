@@ -179,7 +179,11 @@ def run_cmd(
     if fmt == TableOrJson.json:
         emit(render.format_run_json(run))
     else:
+        from perfctl.render.notes import run_notes
+
         out_console().print(render.format_run_table(run))
+        for line in run_notes(run):
+            out_console().print(render.esc(line))
         err.print(f"stored as run {run.id} in {config.state_dir}")
     if run.status != "complete":
         failed = [r.name for r in run.results if r.status == "failed"]

@@ -431,6 +431,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
         params=info.params,
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
+        clock=info.clock,
     )
 
 

@@ -301,6 +301,9 @@ def format_compare_markdown(c: Comparison) -> str:
                 f"| {md_escape(m['regime'])} | {md_escape(m['metric'])} | "
                 f"{fmt_metric(m['base'])} | {fmt_metric(m['head'])} | {fmt_pct(m['change'])} |"
             )
+    from perfctl.render.notes import comparison_notes
+
+    lines += [f"\n{md_escape(n)}" for n in comparison_notes(c)]
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
     return "\n".join(lines) + "\n"
