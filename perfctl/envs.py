@@ -37,7 +37,7 @@ from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
-from perfctl.model import RefInfo
+from perfctl.model import Notice, RefInfo
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
@@ -312,10 +312,11 @@ def _complete(env_dir: Path, spec: EnvSpec) -> bool:
     return spec.config.build is None or data.get("stamp") == spec.stamp
 
 
-def _write_marker(tmp: Path, spec: EnvSpec) -> None:
+def _write_marker(tmp: Path, spec: EnvSpec, build_s: float) -> None:
     data = {"format": ENV_FORMAT, "key": spec.key, "stamp": spec.stamp, "python": spec.python}
     data |= {"ref": spec.ref.ref, "sha": spec.ref.sha, "source": str(spec.source)}
     data["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    data["build_s"] = round(build_s, 2)
     (tmp / MARKER).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
@@ -345,7 +346,16 @@ def _swap(tmp: Path, env_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _build(spec: EnvSpec, env_dir: Path, log_path: Path) -> None:
+def _built_note(env_dir: Path) -> str:
+    """`` (built in 12.3 s)`` from the environment's marker; empty when unknown."""
+    try:
+        seconds = json.loads((env_dir / MARKER).read_text(encoding="utf-8")).get("build_s")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return f" (built in {seconds:.1f} s)" if isinstance(seconds, int | float) else ""
+
+
+def _build(spec: EnvSpec, env_dir: Path, log_path: Path, started: float) -> None:
     envs = env_dir.parent
     envs.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -359,7 +369,7 @@ def _build(spec: EnvSpec, env_dir: Path, log_path: Path) -> None:
                 _run_step(argv, spec, env, log, log_path)
         link_runtime(spec.config.state_dir, tmp)
         _relocate(tmp, env_dir)
-        _write_marker(tmp, spec)
+        _write_marker(tmp, spec, time.monotonic() - started)
         _swap(tmp, env_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -375,12 +385,13 @@ def prepare_target(
         env_dir = config.state_dir / "envs" / spec.key
         log_path = config.state_dir / "logs" / f"{spec.key}.log"
         if rebuild or not _complete(env_dir, spec):
-            say(f"{ref}: building environment {spec.key} (log: {log_path})")
+            say(Notice(f"{ref}: building environment {spec.key} (log: {log_path})"))
             started = time.monotonic()
-            _build(spec, env_dir, log_path)
-            say(f"{ref}: environment ready in {time.monotonic() - started:.1f} s")
+            _build(spec, env_dir, log_path, started)
+            took = time.monotonic() - started
+            say(Notice(f"{ref}: environment {spec.key} ready in {took:.1f} s"))
         else:
-            say(f"{ref}: reusing environment {spec.key}")
+            say(Notice(f"{ref}: reusing environment {spec.key}{_built_note(env_dir)}"))
             link_runtime(config.state_dir, env_dir)
     extra = _worker_env(config, spec.source)
     return Target(spec.ref, _venv_python(env_dir), spec.source, extra, env_dir)

@@ -167,11 +167,16 @@ def compare_cmd(
 
 
 def _progress(err: Any, status: Any, message: str) -> None:
-    """Spinner text for progress; lasting lines for what the user should know."""
+    """Spinner text for progress; lasting lines (a Notice) for what the user should know.
+
+    The spinner is not drawn when stderr is not a terminal, so a Notice is
+    printed in both modes.
+    """
+    from perfctl.model import Notice
     from perfctl.render.tables import esc
 
     status.update(esc(message))
-    if message.startswith(("resuming", "building")):
+    if isinstance(message, Notice):
         err.print(esc(message))
 
 

@@ -55,6 +55,7 @@ def demo_cmd(
     from rich.table import Table
 
     from perfctl.jobs.demo import run_demo
+    from perfctl.model import Notice
     from perfctl.render import tables as render
 
     err = Console(stderr=True)
@@ -62,7 +63,8 @@ def demo_cmd(
 
         def say(msg: str) -> None:
             status.update(render.esc(msg))
-            if msg.startswith(("committed", "comparing", "profiling", "measuring")):
+            lasting = ("committed", "comparing", "profiling", "measuring")
+            if isinstance(msg, Notice) or msg.startswith(lasting):
                 err.print(render.esc(msg))
 
         result = run_demo(directory, quick=quick, say=say)

@@ -24,6 +24,7 @@ from perfctl.model import (
     OK,
     SKIPPED,
     Comparison,
+    Notice,
     RefInfo,
     RegimeInfo,
     RegimeResult,
@@ -227,7 +228,7 @@ def _attach_runs(
         sides[side].run = prior[side]
     results = {s: {r.name: r for r in prior[s].results} for s in SIDES}
     done = {n: {s: results[s][n] for s in SIDES} for n in results["base"] if n in results["head"]}
-    say(f"resuming an interrupted comparison: {len(done)} regime(s) already measured")
+    say(Notice(f"resuming an interrupted comparison: {len(done)} regime(s) already measured"))
     return done
 
 
@@ -243,7 +244,7 @@ def _prepare(
 
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
-        say(f"building {side} environment for {ref}")
+        say(f"preparing the {side} environment ({ref})")  # envs says whether it builds
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
