@@ -168,7 +168,7 @@ class RegimeComparison:
     description: str = ""
     base: SideStats | None = None
     head: SideStats | None = None
-    change: float | None = None  # head/base - 1 of the medians
+    change: float | None = None  # Hodges-Lehmann: median head/base ratio of process means - 1
     ci_low: float | None = None  # CI of the relative change
     ci_high: float | None = None
     p_value: float | None = None

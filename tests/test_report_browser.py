@@ -284,7 +284,17 @@ def test_comparison_without_profile_sorts_and_filters(browser: Browser, tmp_path
         make_comparison(families=3), project_root=root, out=root / "reports" / "cmp.html"
     )
     state = load(browser, out, _artifacts_dir(tmp_path) / "comparison.png")
-    _check_rendered(state, charts=7)  # 3 bars, 3 distributions, 1 regime waterfall
+    _check_rendered(state, charts=7)  # 3 bars, 3 distributions, 1 per-regime change chart
+    drawn = browser.evaluate("""(() => {
+        const chart = document.querySelector('#chart-changes');
+        return {points: chart.querySelectorAll('.scatterlayer .point').length,
+                whiskers: chart.querySelectorAll('.errorbar').length,
+                ticks: [...chart.querySelectorAll('.xtick text')].map(t => t.textContent),
+                bars: chart.querySelectorAll('.waterfalllayer .point').length};
+    })()""")
+    # 9 of the 10 regimes have a stored change (not the failed one): dot, whisker, % axis.
+    assert (drawn["points"], drawn["whiskers"], drawn["bars"]) == (9, 9, 0)
+    assert drawn["ticks"] and all(t.endswith("%") for t in drawn["ticks"])
     seen = browser.evaluate("""(() => {
         const rows = () => [...document.querySelectorAll('#results-table tbody tr')];
         const visible = () => rows().filter(r => !r.hidden).length;
