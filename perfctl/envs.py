@@ -32,17 +32,16 @@ from pathlib import Path
 from subprocess import DEVNULL, STDOUT
 from typing import IO
 
-import perfctl
 from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
 from perfctl.model import Notice, RefInfo
+from perfctl.runtime import link_runtime
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
 MARKER = "perfctl-env.json"
-RUNTIME_PTH = "perfctl_runtime.pth"
 Log = Callable[[str], None]
 
 
@@ -82,7 +81,7 @@ def _worker_env(config: Config, source: Path) -> dict[str, str]:
 def current_target(config: Config) -> Target:
     """The running interpreter, measuring the checkout in place (for `perfctl run`)."""
     try:
-        ref = gitrefs.resolve_ref(config.root, WORKTREE)
+        ref = gitrefs.resolve_ref(config.root, WORKTREE, outputs=config.outputs)
     except GitError:
         ref = RefInfo(ref=WORKTREE, sha="")
     return Target(ref, Path(sys.executable), config.root, _worker_env(config, config.root), None)
@@ -112,10 +111,10 @@ def _stamp(worktree: Path) -> str:
 
 def env_spec(config: Config, ref: str) -> EnvSpec:
     """Resolve ``ref``, check out its worktree, and work out its environment's key."""
-    info = gitrefs.resolve_ref(config.root, ref)
+    info = gitrefs.resolve_ref(config.root, ref, outputs=config.outputs)
     request, python_id = _python_request(config)
     if ref == WORKTREE:
-        source_id = f"{WORKTREE}:{gitrefs.worktree_fingerprint(config.root)}"
+        source_id = f"{WORKTREE}:{gitrefs.worktree_fingerprint(config.root, config.outputs)}"
         key = env_key(source_id, config, python_id)
         return EnvSpec(key, info, config.root, request, config)
     worktree = gitrefs.ensure_worktree(config.root, config.state_dir, info.sha)
@@ -209,7 +208,8 @@ def _install_source(spec: EnvSpec) -> Iterator[Path]:
     if spec.ref.ref != WORKTREE or not spec.ref.sha or not _installs_project(spec):
         yield spec.source
         return
-    with gitrefs.worktree_snapshot(spec.config.root, spec.config.state_dir) as snapshot:
+    config = spec.config
+    with gitrefs.worktree_snapshot(config.root, config.state_dir, config.outputs) as snapshot:
         yield snapshot / gitrefs.project_subdir(spec.config.root)
 
 
@@ -268,36 +268,6 @@ def _build_failed(spec: EnvSpec, command: str, what: str, log_path: Path) -> Bui
         f"read {log_path}, fix the build or the `python`/`build`/`dependencies` settings, "
         "then re-run (--rebuild starts from scratch)",
     )
-
-
-def _symlink(link: Path, target: Path) -> None:
-    if link.is_symlink() and os.readlink(link) == str(target):
-        return
-    tmp = link.with_name(f".{link.name}.{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target, target_is_directory=True)
-    os.replace(tmp, link)  # atomic: a worker never sees the link missing
-
-
-def runtime_dir(state_dir: Path) -> Path:
-    """A directory with `perfctl` and `pyperf` linked to the host's packages."""
-    import pyperf
-
-    runtime = state_dir.absolute() / "runtime" / perfctl.__version__
-    runtime.mkdir(parents=True, exist_ok=True)
-    for module in (perfctl, pyperf):
-        name = module.__name__
-        _symlink(runtime / name, Path(str(module.__file__)).resolve().parent)
-    return runtime
-
-
-def link_runtime(state_dir: Path, env_dir: Path) -> None:
-    """Write the .pth that makes perfctl and pyperf importable inside ``env_dir``."""
-    line = f"{runtime_dir(state_dir)}\n"
-    for site in env_dir.glob("lib/python*/site-packages"):
-        pth = site / RUNTIME_PTH
-        if not pth.is_file() or pth.read_text(encoding="utf-8") != line:
-            pth.write_text(line, encoding="utf-8")
 
 
 def _complete(env_dir: Path, spec: EnvSpec) -> bool:

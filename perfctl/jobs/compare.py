@@ -547,7 +547,8 @@ def compare_from_store(
     settings = settings or DEFAULT
     store = open_store(config.state_dir)
     refs = {
-        s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head), strict=True)
+        s: gitrefs.resolve_ref(config.root, r, outputs=config.outputs)
+        for s, r in zip(SIDES, (base, head), strict=True)
     }
     runs = {s: _latest_run(store, refs[s].sha, refs[s].dirty) for s in SIDES}
     for s in SIDES:

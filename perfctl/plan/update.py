@@ -217,7 +217,7 @@ def _resolve(config: Config, doc: PlanDoc, phase: Phase) -> tuple[RefInfo | None
     out = []
     for ref in (phase.before, phase.after):
         try:
-            out.append(resolve_ref(config.root, ref))
+            out.append(resolve_ref(config.root, ref, outputs=config.outputs))
         except GitError as exc:
             raise PlanError(
                 f"{doc.label}:{_doc_line(doc, phase)}: phase {phase.id}: ref `{ref}` "
