@@ -73,6 +73,11 @@ class Config:
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def outputs(self) -> tuple[Path, ...]:
+        """Folders perfctl writes into the checkout: never the user's changes."""
+        return (self.state_dir, self.reports_dir)
+
 
 def find_root(start: Path, *, standalone: bool = False) -> Path:
     """The nearest directory at or above ``start`` that looks like a project.

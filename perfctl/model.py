@@ -71,6 +71,16 @@ def check_schema(d: dict[str, Any], kind: str) -> None:
         )
 
 
+class Notice(str):
+    """A progress message worth a lasting stderr line, not only the spinner's text.
+
+    Stages pass progress as plain strings; the CLI shows those on a spinner
+    (lost when stderr is not a terminal) and prints a Notice in both modes.
+    """
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Machine:
     """Where a measurement ran; ``id`` is a short hash of the stable fields."""
