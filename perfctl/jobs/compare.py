@@ -24,14 +24,14 @@ from perfctl.measure import duo, interleave, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
-    FAILED,
     OK,
-    SKIPPED,
     Comparison,
+    Notice,
     RefInfo,
     RegimeInfo,
     RegimeResult,
     Run,
+    Status,
 )
 from perfctl.regimes import discovery
 from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
@@ -246,7 +246,7 @@ def _attach_runs(
         sides[side].run = prior[side]
     results = {s: {r.name: r for r in prior[s].results} for s in SIDES}
     done = {n: {s: results[s][n] for s in SIDES} for n in results["base"] if n in results["head"]}
-    say(f"resuming an interrupted comparison: {len(done)} regime(s) already measured")
+    say(Notice(f"resuming an interrupted comparison: {len(done)} regime(s) already measured"))
     return done
 
 
@@ -262,7 +262,7 @@ def _prepare(
 
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
-        say(f"building {side} environment for {ref}")
+        say(f"preparing the {side} environment ({ref})")  # envs says whether it builds
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
@@ -395,10 +395,14 @@ def _unmeasurable(
         info = infos[s]
         if info is None:
             reason = sides[s].load_error or "regime not defined for this ref"
-            out[s] = RegimeResult(name=name, family="", status=FAILED, reason=reason)
+            out[s] = RegimeResult(name=name, family="", status=Status.FAILED, reason=reason)
         elif info.skip_reason:
             out[s] = RegimeResult(
-                name=name, family=info.family, status=SKIPPED, reason=info.skip_reason, ops=info.ops
+                name=name,
+                family=info.family,
+                status=Status.SKIPPED,
+                reason=info.skip_reason,
+                ops=info.ops,
             )
     if not out:
         return {}
@@ -409,7 +413,7 @@ def _unmeasurable(
             out[s] = RegimeResult(
                 name=name,
                 family=info.family,
-                status=SKIPPED,
+                status=Status.SKIPPED,
                 ops=info.ops,
                 reason="not measured: the other ref cannot run it",
                 baseline=info.baseline,
@@ -422,7 +426,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if d.ok else FAILED,
+        status=OK if d.ok else Status.FAILED,
         ops=info.ops,
         processes=tuple(d.processes),
         order=tuple(d.order),
@@ -433,6 +437,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
         params=info.params,
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
+        clock=info.clock,
     )
 
 
@@ -551,7 +556,8 @@ def compare_from_store(
     settings = settings or DEFAULT
     store = open_store(config.state_dir)
     refs = {
-        s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head), strict=True)
+        s: gitrefs.resolve_ref(config.root, r, outputs=config.outputs)
+        for s, r in zip(SIDES, (base, head), strict=True)
     }
     runs = {s: _latest_run(store, refs[s].sha, refs[s].dirty) for s in SIDES}
     for s in SIDES:

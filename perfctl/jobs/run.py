@@ -11,7 +11,7 @@ from pathlib import Path
 from perfctl import __version__
 from perfctl.config import Config
 from perfctl.measure import procs, runner
-from perfctl.model import FAILED, OK, SKIPPED, RefInfo, RegimeInfo, RegimeResult, Run
+from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status
 from perfctl.regimes import discovery
 from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
 
@@ -65,7 +65,7 @@ def skipped(info: RegimeInfo) -> RegimeResult:
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=SKIPPED,
+        status=Status.SKIPPED,
         ops=info.ops,
         reason=info.skip_reason or "",
         baseline=info.baseline,
@@ -79,7 +79,7 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if outcome.ok else FAILED,
+        status=OK if outcome.ok else Status.FAILED,
         ops=info.ops,
         processes=outcome.processes,
         order=tuple(range(len(outcome.processes))),
@@ -90,6 +90,7 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
         params=info.params,
         metrics=outcome.metrics or {},
         loops=outcome.loops,
+        clock=info.clock,
     )
 
 

@@ -35,7 +35,7 @@ HEAD_COLOUR = "#2a6fdb"
 UP_COLOUR = "#d64545"  # slower
 DOWN_COLOUR = "#2e9e5b"  # faster
 BAND_FILL = "rgba(42, 111, 219, 0.15)"
-VERDICT_COLOURS = {
+VERDICT_COLOURS: dict[str, str] = {
     REGRESSED: UP_COLOUR,
     FAILED: UP_COLOUR,
     IMPROVED: DOWN_COLOUR,

@@ -42,7 +42,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE, SideStats
+from perfctl.model import (
+    IMPROVED,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSED,
+    WITHIN_NOISE,
+    SideStats,
+    Verdict,
+)
 
 Processes = Sequence[Sequence[float]]
 
@@ -276,7 +284,7 @@ def _too_noisy(base_cv: float, head_cv: float, max_cv: float) -> str | None:
     return f"too noisy: {', '.join(noisy)} (limit {max_cv * 100:g}%)" if noisy else None
 
 
-def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[str, str]:
+def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[Verdict, str]:
     where = f"{_interval(change)} beyond the {_band(threshold)} noise band"
     if change.ci_low > threshold:
         return REGRESSED, f"slower: {where} (adjusted p={p_adjusted:.2g})"
@@ -295,7 +303,7 @@ def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[s
 
 def _not_significant(
     change: Change, p_adjusted: float, threshold: float, noisy: str | None
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     if noisy:
         return INCONCLUSIVE, f"{noisy}; adjusted p={p_adjusted:.2g}"
     if change.ci_low > threshold or change.ci_high < -threshold:
@@ -329,7 +337,7 @@ def decide(
     head_cv: float,
     max_cv: float = 0.10,
     n_min: int = 3,
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     """The (verdict, reason) for one regime; see the module and README for the rules.
 
     - Too few processes on a side: INCONCLUSIVE; a CV or a rank test from two

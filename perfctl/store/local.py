@@ -35,10 +35,10 @@ from typing import Any, Protocol, TypeVar
 from perfctl.errors import RegimeFailed, StoreError
 from perfctl.files import atomic_copy, atomic_write_text
 from perfctl.model import (
-    FAILED,
     Comparison,
     RegimeResult,
     Run,
+    Status,
     comparison_from_dict,
     run_from_dict,
     to_dict,
@@ -192,7 +192,8 @@ class SqliteStore:
         """
         run = self.load_run(run_id)
         if status is None:
-            status = FAILED if any(r.status == FAILED for r in run.results) else "complete"
+            failed = any(r.status == Status.FAILED for r in run.results)
+            status = Status.FAILED if failed else "complete"
         run = replace(run, status=status, finished=utcnow())
         self._write_run(run)
         return run

@@ -14,11 +14,10 @@ sys.dont_write_bytecode = True
 if sys.path and sys.path[0].endswith("workers"):
     del sys.path[0]
 
-from perfctl.measure.procs import die_with_parent  # noqa: E402
-
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from perfctl.measure.procs import die_with_parent  # noqa: E402
 from perfctl.regimes import loader, requirements  # noqa: E402
 
 
@@ -50,6 +49,7 @@ def main(argv: list[str]) -> int:
                     "source": d.source,
                     "tags": list(d.tags),
                     "timeout": d.timeout,
+                    "clock": d.clock,
                     "skip_reason": skip,
                 }
             )

@@ -29,8 +29,6 @@ sys.dont_write_bytecode = True
 if sys.path and sys.path[0].endswith("workers"):
     del sys.path[0]
 
-from perfctl.measure.procs import die_with_parent  # noqa: E402
-
 import json  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
@@ -38,6 +36,8 @@ import traceback  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
+
+from perfctl.measure.procs import die_with_parent  # noqa: E402
 
 
 def _waited_s() -> float:
