@@ -360,27 +360,20 @@ def _untracked(repo: git.Repo, everything: bool, spec: Sequence[str] = ()) -> li
     return sorted(name for name in bytes(out).split(b"\0") if name)
 
 
-# Files past this size are fingerprinted by size and modification time: hashing a
-# multi-GB data file left in the checkout would take longer than the comparison.
-BY_STAT_BYTES = 32 * 2**20
-CHUNK = 2**20
+BY_STAT_BYTES = 32 * 2**20  # bigger untracked files count by size and mtime, not content
 
 
 def _hash_content(digest: Any, path: Path) -> None:
-    """Feed one untracked file to ``digest``: its content in chunks, or its stat."""
-    if path.is_symlink():
-        digest.update(os.readlink(path).encode())
-        return
+    """Feed one untracked file to ``digest``: its content in chunks, or its stat when big."""
     with contextlib.suppress(OSError):
-        st = path.stat()
-        if not path.is_file():
-            return
-        if st.st_size > BY_STAT_BYTES:
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode())
+        elif path.is_file() and (st := path.stat()).st_size > BY_STAT_BYTES:
             digest.update(f"stat:{st.st_size}:{st.st_mtime_ns}".encode())
-            return
-        with open(path, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                digest.update(chunk)
+        elif path.is_file():
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(2**20), b""):
+                    digest.update(chunk)
 
 
 def worktree_fingerprint(root: Path, outputs: Sequence[Path] = ()) -> str:

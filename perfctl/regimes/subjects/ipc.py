@@ -32,7 +32,7 @@ from typing import Any, Protocol
 CHANNELS = ("pipe", "socket", "queue")
 POOL_KINDS = ("process", "thread")
 JOIN_TIMEOUT_S = 5.0
-READ_BYTES = 1 << 16  # the default pipe capacity: what one read returns at most
+READ_BYTES = 1 << 16  # a pipe's capacity: asking more makes os.read allocate, then shrink
 # How often a blocked queue read checks that its peer is still alive.
 QUEUE_POLL_S = 1.0
 
@@ -310,23 +310,14 @@ def wire_size(obj: object) -> int:
 
 
 def filled(nbytes: int) -> bytes:
-    """``nbytes`` of real, written memory for a floor to send.
-
-    Not ``bytes(n)``: a large zeroed buffer is fresh untouched memory, and on Linux
-    sending from it (or reading into it) measured ~1.5x slower than the transports
-    it is meant to bound.
-    """
+    """``nbytes`` of written memory for a floor to send (a big ``bytes(n)`` is untouched
+    memory: sending from it, or reading into it, measured slower than real transports)."""
     return (bytes(range(256)) * (nbytes // 256 + 1))[:nbytes]
 
 
 def _read_n(fd: int, nbytes: int) -> bool:
-    """Read and drop ``nbytes`` with bare ``os.read``; False on EOF.
-
-    The data is dropped: a floor pays the kernel's copies, nothing of Python's.
-    """
+    """Read and drop ``nbytes`` with bare ``os.read``, a pipe's worth at a time; False on EOF."""
     while nbytes > 0:
-        # At most one pipe's worth a read: a larger request makes os.read allocate
-        # (and mmap) a big buffer it then shrinks, every call.
         got = len(os.read(fd, min(nbytes, READ_BYTES)))
         if not got:
             return False
