@@ -310,7 +310,7 @@ def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:
     assert "resuming an interrupted comparison: 1 regime(s) already measured" in again.stderr
     assert verdicts(again)["work"]["verdict"] == "regressed"
     runs = json.loads(run_cli("runs", "--format", "json", cwd=repo.path).stdout)
-    assert all(r["status"] in ("complete", "running") for r in runs)
+    assert all(r["status"] in ("complete", "running") for r in runs), runs
     listed = repo.git("worktree", "list")
     assert ".perfctl/worktrees" in listed
     cleaned = run_cli("clean", cwd=repo.path)
