@@ -18,6 +18,7 @@ from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.measure import duo, interleave, runner
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
@@ -156,8 +157,13 @@ def compare_refs(
     regimes: list[str] | None = None,
     settings: CompareSettings | None = None,
     progress: Progress | None = None,
+    executor: Executor = PYPERF,
 ) -> Comparison:
-    """Measure BASE against HEAD, store the Comparison and return it."""
+    """Measure BASE against HEAD, store the Comparison and return it.
+
+    ``executor`` runs every process (environments, probes, pyperf workers); tests
+    pass a scripted one.
+    """
     from perfctl.store.lock import project_lock
 
     settings = settings or DEFAULT
@@ -167,7 +173,7 @@ def compare_refs(
     with project_lock(config.state_dir, wait=settings.lock_wait, what="compare"):
         store = open_store(config.state_dir)
         files = _regime_files(config, settings)
-        sides = _prepare(config, base, head, files, settings, say)
+        sides = _prepare(config, base, head, files, settings, say, executor)
         key = _resume_key(sides, files, settings)
         done = _attach_runs(config, store, sides, key, settings, say)
         names = _selected(sides, settings)
@@ -177,12 +183,12 @@ def compare_refs(
         measured = {}
         for n in names:
             measured[n] = done.get(n) or _measure_regime(
-                config, store, sides, files, n, settings, say
+                config, store, sides, files, n, settings, say, executor
             )
             loads.append(load_average())
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
-            comparison = _confirm(config, store, sides, files, comparison, settings, say)
+            comparison = _confirm(config, store, sides, files, comparison, settings, say, executor)
         comparison = _with_load(comparison, loads)
         for s in sides.values():
             store.finish_run(s.run.id, "complete")
@@ -249,16 +255,15 @@ def _prepare(
     files: list[Path],
     settings: CompareSettings,
     say: Progress,
+    executor: Executor,
 ) -> dict[str, _Side]:
-    from perfctl import envs
-
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
         say(f"building {side} environment for {ref}")
-        target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
+        target = executor.prepare(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(target, files)
+        infos, error = _probe(executor, target, files)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -274,10 +279,11 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
     return files
 
 
-def _probe(target: Target, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
-    t = target
+def _probe(
+    executor: Executor, target: Target, files: list[Path]
+) -> tuple[dict[str, RegimeInfo], str]:
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)
+        infos = executor.probe(target, files)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -314,9 +320,8 @@ def _measure_regime(
     name: str,
     settings: CompareSettings,
     say: Progress,
+    executor: Executor,
 ) -> dict[str, RegimeResult]:
-    from perfctl.stats import decision as stats
-
     infos = {s: sides[s].infos.get(name) for s in SIDES}
     early = _unmeasurable(sides, infos, name)
     if early:
@@ -327,12 +332,7 @@ def _measure_regime(
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
     paired = settings.schedule.pairing == "same-process"
-
-    def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
-        from perfctl.stats.paired import compare_paired
-
-        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
-        return stats.is_clear(change, threshold=settings.threshold)
+    clear = stopping_rule(settings)
 
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
@@ -342,13 +342,27 @@ def _measure_regime(
             data = _measure_same_process(workers, info, settings, logs, Path(tmp), clear, say_round)
         else:
             data = interleave.measure_pair(
-                workers, info, settings.schedule, logs, Path(tmp), clear, say_round
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
             )
         results = {s: _result(infos[s] or info, data[s], logs[s], Path(tmp), s) for s in SIDES}
         merged = {
             s: interleave.merge_pyperf(data[s].files, Path(tmp) / f"{s}-all.json") for s in SIDES
         }
         return _save_results(store, sides, results, merged)
+
+
+def stopping_rule(settings: CompareSettings) -> duo.IsClear:
+    """The sequential-sampling check: whether the rounds so far give a clear answer."""
+    from perfctl.stats import decision as stats
+    from perfctl.stats.paired import compare_paired
+
+    paired = settings.schedule.pairing == "same-process"
+
+    def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
+        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
+        return stats.is_clear(change, threshold=settings.threshold)
+
+    return clear
 
 
 def _measure_same_process(
@@ -484,6 +498,7 @@ def _confirm(
     c: Comparison,
     settings: CompareSettings,
     say: Progress,
+    executor: Executor,
 ) -> Comparison:
     """Re-measure regressed regimes with a fresh seed; keep the regression only if it holds."""
     from perfctl.model import REGRESSED
@@ -493,7 +508,9 @@ def _confirm(
     if not flagged:
         return c
     again = replace(settings, schedule=replace(settings.schedule, seed=settings.schedule.seed + 1))
-    remeasured = {n: _measure_regime(config, store, sides, files, n, again, say) for n in flagged}
+    remeasured = {
+        n: _measure_regime(config, store, sides, files, n, again, say, executor) for n in flagged
+    }
     rows = {
         r.name: r
         for r in verdicts.decide_all(

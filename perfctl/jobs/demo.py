@@ -27,6 +27,7 @@ from pathlib import Path
 
 from perfctl.errors import UsageError
 from perfctl.jobs.compare import CompareSettings
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import Schedule
 from perfctl.model import IMPROVED, Comparison
 
@@ -112,7 +113,13 @@ def _most_improved(c: Comparison) -> str | None:
     return min(improved, key=lambda r: r.change or 0).name if improved else None
 
 
-def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -> DemoResult:
+def run_demo(
+    directory: Path | None,
+    *,
+    quick: bool = False,
+    say: Say = print,
+    executor: Executor = PYPERF,
+) -> DemoResult:
     """Write the project, then compare, profile, report and plan it."""
     from perfctl import envs
     from perfctl.config import load_config
@@ -133,6 +140,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         tags[-1],
         settings=settings,
         progress=say,
+        executor=executor,
     )
     result = DemoResult(root=root, comparison=c)
     best = _most_improved(c)
@@ -164,6 +172,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
             regimes=names,
             settings=settings,
             progress=say,
+            executor=executor,
         )
     result.report = report.render_comparison(
         c, project_root=root, out=config.reports_dir / "comparison.html"
@@ -173,7 +182,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
     )
     plan_path = root / "PLAN.md"
     plan.init_plan(config, plan_path)
-    outcome = plan.update_plan(config, plan_path, measure=True, progress=say)
+    outcome = plan.update_plan(config, plan_path, measure=True, progress=say, executor=executor)
     result.plan = plan_path
     result.missed = list(getattr(outcome, "warnings", ()) or ())
     return result
