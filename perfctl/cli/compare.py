@@ -9,7 +9,8 @@ import typer
 
 from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
 from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
-from perfctl.errors import EXIT_REGRESSION
+from perfctl.errors import EXIT_REGRESSION, UsageError
+from perfctl.jobs.shard import parse_shard
 from perfctl.model import Comparison
 
 
@@ -99,6 +100,18 @@ def compare_cmd(
             "single-threaded regimes that wait on nothing).",
         ),
     ] = Clock.wall,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard", help="K/N: measure only shard K of N (merge with `perfctl merge`)."
+        ),
+    ] = None,
+    shard_run: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-run", help="Id shared by the shards of one run (default $GITHUB_RUN_ID)."
+        ),
+    ] = None,
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting them.")
     ] = False,
@@ -134,7 +147,6 @@ def compare_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs import compare
-    from perfctl.render import tables as render
 
     config = load_config(project)
     settings = compare.settings_for(
@@ -152,6 +164,7 @@ def compare_cmd(
         seed=seed,
         pairing=pairing.value,
         clock=clock.value,
+        shard=parse_shard(shard, shard_run) if shard else None,
         confirm=confirm,
         rebuild=rebuild,
         regimes=tuple(regimes or ()),
@@ -162,6 +175,8 @@ def compare_cmd(
         lock_wait=lock_wait,
     )
     err = Console(stderr=True)
+    if shard and from_store:
+        raise UsageError("--shard measures; --from-store does not", "drop one of them")
     if from_store:
         c = compare.compare_from_store(config, base, head, settings)
     else:
@@ -177,6 +192,17 @@ def compare_cmd(
         c = compare.profile_comparison(
             config, c, profile.value, progress=err.print, regimes=tuple(regimes or ())
         )
+    show_comparison(c, fmt)
+    _exit_code(c, fail_on_regression)
+
+
+def show_comparison(c: Comparison, fmt: Format) -> None:
+    """Print a comparison in the chosen format (notes and warnings on stderr)."""
+    from rich.console import Console
+
+    from perfctl.render import tables as render
+
+    err = Console(stderr=True)
     if fmt == Format.json:
         emit(render.format_compare_json(c))
     elif fmt == Format.markdown:
@@ -187,14 +213,42 @@ def compare_cmd(
         metrics = render.format_metrics_table(c)
         if metrics is not None:
             console.print(metrics)
+        test = (
+            "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
+            if c.settings.get("pairing") == "same-process"
+            else "Mann–Whitney U on per-process means"
+        )
         err.print(
-            f"Verdicts: Mann–Whitney U on per-process means, Benjamini–Hochberg corrected "
+            f"Verdicts: {test}, Benjamini–Hochberg corrected "
             f"across {len(c.regimes)} regimes; change CI must clear ±"
             f"{c.threshold * 100:.0f}%."
         )
         for w in c.warnings:
-            err.print(f"[yellow]Warning: {w}[/yellow]")
+            err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
         err.print(f"stored as comparison {c.id}")
+
+
+@guarded
+def merge_cmd(
+    inputs: Annotated[
+        list[str],
+        typer.Argument(help="Shards: comparison.json files, artefact directories or stored ids."),
+    ],
+    project: ProjectOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when a regime regressed.")
+    ] = False,
+) -> None:
+    """Merge the shards of one sharded compare into one comparison, verdicts recomputed.
+
+    Example: perfctl merge artefacts/ --fail-on-regression
+    """
+    from perfctl.config import load_config
+    from perfctl.jobs.shard import merge_inputs
+
+    c = merge_inputs(load_config(project), inputs)
+    show_comparison(c, fmt)
     _exit_code(c, fail_on_regression)
 
 
@@ -225,3 +279,4 @@ def _exit_code(c: Comparison, fail_on_regression: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add compare."""
     app.command("compare", rich_help_panel=MEASURE)(compare_cmd)
+    app.command("merge", rich_help_panel=MEASURE)(merge_cmd)

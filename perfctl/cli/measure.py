@@ -99,7 +99,7 @@ def list_cmd(
     from perfctl.envs import current_target
     from perfctl.regimes import discovery
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     target = current_target(config)
     files = discovery.regime_files(config, regimes or [])
     infos = discovery.select(
@@ -160,7 +160,7 @@ def run_cmd(
     from perfctl.jobs.run import RunOptions, run_checkout
     from perfctl.render import tables as render
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
@@ -202,11 +202,9 @@ def runs_cmd(
 
     Example: perfctl runs --format json
     """
-    from perfctl.config import load_config
-    from perfctl.store.local import open_store
+    from perfctl.jobs.manage import stored_runs
 
-    config = load_config(project)
-    runs = open_store(config.state_dir).list_runs()
+    runs, state_dir = stored_runs(project)
     records = [
         {
             "id": r.id,
@@ -228,7 +226,7 @@ def runs_cmd(
     emit_listing(
         fmt,
         records,
-        f"{len(runs)} runs in {config.state_dir}",
+        f"{len(runs)} runs in {state_dir}",
         ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"),
         rows,
     )
@@ -245,12 +243,10 @@ def comparisons_cmd(
 
     Example: perfctl comparisons --format json
     """
-    from perfctl.config import load_config
+    from perfctl.jobs.manage import stored_comparisons
     from perfctl.render.tables import counts_line
-    from perfctl.store.local import open_store
 
-    config = load_config(project)
-    found = open_store(config.state_dir).list_comparisons()
+    found, state_dir = stored_comparisons(project)
     records = [
         {
             "id": c.id,
@@ -276,7 +272,7 @@ def comparisons_cmd(
     emit_listing(
         fmt,
         records,
-        f"{len(found)} comparisons in {config.state_dir}",
+        f"{len(found)} comparisons in {state_dir}",
         ("Comparison", "Created", "Base", "Head", "Verdicts"),
         rows,
     )
@@ -297,23 +293,10 @@ def clean_cmd(
 
     Example: perfctl clean --worktrees --envs
     """
-    from perfctl import envs as envs_mod
-    from perfctl.config import load_config
-    from perfctl.git import refs as gitrefs
-    from perfctl.store.local import open_store
-    from perfctl.store.lock import project_lock
+    from perfctl.jobs.manage import clean
 
-    config = load_config(project)
-    everything = not (worktrees or envs or results)
-    with project_lock(config.state_dir, what="clean"):
-        if worktrees or everything:
-            if (config.root / ".git").exists():
-                n = gitrefs.remove_worktrees(config.root, config.state_dir)
-                emit(f"removed {n} worktree(s)")
-        if envs or everything:
-            emit(f"removed {envs_mod.remove_envs(config.state_dir)} environment(s)")
-        if results or everything:
-            emit(f"removed {open_store(config.state_dir).remove_all()} stored record(s)")
+    for line in clean(project, worktrees=worktrees, envs=envs, results=results):
+        emit(line)
 
 
 def register(app: typer.Typer) -> None:

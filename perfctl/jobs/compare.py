@@ -7,6 +7,7 @@ Benjamini–Hochberg correction → verdicts → stored Comparison.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -17,19 +18,19 @@ from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
+from perfctl.jobs.shard import Shard, split
 from perfctl.measure import duo, interleave, runner
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
-    FAILED,
     OK,
-    SKIPPED,
     Comparison,
     RefInfo,
     RegimeInfo,
     RegimeResult,
     Run,
+    Status,
 )
 from perfctl.regimes import discovery
 from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
@@ -52,6 +53,7 @@ class CompareSettings:
     subjects: tuple[tuple[str, str], ...] = ()
     lock_wait: float = 600.0
     name: str = "default"
+    shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
 
     @property
     def threshold(self) -> float:
@@ -298,6 +300,8 @@ def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
         errors = "; ".join(sides[s].load_error for s in SIDES if sides[s].load_error)
         raise RegimeLoadError(errors or "no regimes found", "fix the regimes file")
     chosen = discovery.select(list(merged.values()), settings.globs, settings.family)
+    if settings.shard is not None:
+        chosen = split(chosen, settings.shard)
     return [c.name for c in chosen]
 
 
@@ -399,10 +403,14 @@ def _unmeasurable(
         info = infos[s]
         if info is None:
             reason = sides[s].load_error or "regime not defined for this ref"
-            out[s] = RegimeResult(name=name, family="", status=FAILED, reason=reason)
+            out[s] = RegimeResult(name=name, family="", status=Status.FAILED, reason=reason)
         elif info.skip_reason:
             out[s] = RegimeResult(
-                name=name, family=info.family, status=SKIPPED, reason=info.skip_reason, ops=info.ops
+                name=name,
+                family=info.family,
+                status=Status.SKIPPED,
+                reason=info.skip_reason,
+                ops=info.ops,
             )
     if not out:
         return {}
@@ -413,7 +421,7 @@ def _unmeasurable(
             out[s] = RegimeResult(
                 name=name,
                 family=info.family,
-                status=SKIPPED,
+                status=Status.SKIPPED,
                 ops=info.ops,
                 reason="not measured: the other ref cannot run it",
                 baseline=info.baseline,
@@ -426,7 +434,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if d.ok else FAILED,
+        status=OK if d.ok else Status.FAILED,
         ops=info.ops,
         processes=tuple(d.processes),
         order=tuple(d.order),
@@ -486,6 +494,7 @@ def _assemble(
             "preset": settings.name,
             **settings.schedule.__dict__,
             "confirm": settings.confirm,
+            "shard": dataclasses.asdict(settings.shard) if settings.shard else None,
         },
     )
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfctl.model import FAILED, OK, SKIPPED, RegimeComparison, RegimeResult, SideStats
+from perfctl.model import (
+    FAILED,
+    INCONCLUSIVE,
+    OK,
+    SKIPPED,
+    RegimeComparison,
+    RegimeResult,
+    SideStats,
+)
 
 
 def _baseline_median(
@@ -47,6 +55,21 @@ def _unmeasured(
     return RegimeComparison(
         name=name, verdict=SKIPPED, reason=skipped[0] if skipped else "", **common
     )
+
+
+def _shape_note(row: RegimeComparison) -> str:
+    """Why the data are noisy, when their shape says so (two groups, a drift)."""
+    from perfctl.stats import shape
+
+    notes = []
+    for side, values, order in (
+        ("base", row.base_values, row.base_order),
+        ("head", row.head_values, row.head_order),
+    ):
+        found = shape.describe(values, order)
+        if found:
+            notes.append(f"{side}: {found}")
+    return "; " + "; ".join(notes) if notes else ""
 
 
 def decide_all(
@@ -94,7 +117,7 @@ def decide_all(
             noise[name] = paired.ratio_cv(b.processes, h.processes)
         else:
             tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
-        rows[name] = RegimeComparison(name=name, verdict="", **common)
+        rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
     adjusted = dict(
         zip(tested, stats.benjamini_hochberg([c.p_value for c in tested.values()]), strict=True)
     )
@@ -109,6 +132,8 @@ def decide_all(
             base_cv=noise.get(name, row.base.cv),
             head_cv=noise.get(name, row.head.cv),
         )
+        if verdict == INCONCLUSIVE:
+            reason += _shape_note(row)
         from dataclasses import replace
 
         rows[name] = replace(
