@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -343,7 +342,9 @@ def _measure_regime(
 
     with interleave.workdir() as tmp:
         if paired:
-            data = _measure_same_process(workers, info, settings, logs, Path(tmp), clear, say_round)
+            data = duo.measure_same_process(
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
+            )
         else:
             data = interleave.measure_pair(
                 workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
@@ -364,34 +365,9 @@ def stopping_rule(settings: CompareSettings) -> duo.IsClear:
 
     def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
         change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
-        return stats.is_clear(change, threshold=settings.threshold)
+        return stats.is_clear(change, threshold=settings.threshold, alpha=settings.alpha)
 
     return clear
-
-
-def _measure_same_process(
-    workers: dict[str, runner.Worker],
-    info: RegimeInfo,
-    settings: CompareSettings,
-    logs: dict[str, Path],
-    tmp: Path,
-    clear: duo.IsClear,
-    progress: Callable[[int], None],
-) -> dict[str, SideData]:
-    """Both refs in every worker process (``--pairing same-process``); pyperf files kept."""
-    why = duo.unsupported(workers)
-    if why:
-        raise UsageError(why, "use --pairing process (the default) for this project")
-    data = {s: SideData() for s in SIDES}
-    deadline = time.monotonic() + (info.timeout or runner.DEFAULT_TIMEOUT)
-    loops = interleave.calibrate_both(workers, info, logs, data, deadline)
-    if not loops:
-        return data
-    sched = settings.schedule
-    data = duo.measure_duo(workers, info, sched, loops, logs["base"], tmp, clear, progress)
-    for s in SIDES:
-        data[s].files = duo.write_pyperf(data[s], info, tmp / f"{s}-duo.json")
-    return data
 
 
 def _unmeasurable(

@@ -1,13 +1,14 @@
 """The executor: everything a comparison runs outside perfctl's own process.
 
-:func:`perfctl.jobs.compare.compare_refs` and the interleaving loop
-(:mod:`perfctl.measure.interleave`) never start a process themselves; they ask an
-:class:`Executor` to build a ref's environment, probe its regimes, run one
-calibration process or one worker process for one side of one regime, and tell
-the time. :class:`PyperfExecutor` is the real one (uv environments, the probe
-worker, pyperf worker processes, the monotonic clock); the tests script a fake
-one (``tests/fakes.py``), so the orchestration logic (sequential sampling,
-resume, verdicts, gating) runs in milliseconds.
+:func:`perfctl.jobs.compare.compare_refs` and the sampling loops
+(:mod:`perfctl.measure.interleave`, :mod:`perfctl.measure.duo`) never start a
+process themselves; they ask an :class:`Executor` to build a ref's environment,
+probe its regimes, run one calibration process, one worker process for one side
+of one regime or one same-process (duo) worker, and tell the time.
+:class:`PyperfExecutor` is the real one (uv environments, the probe worker,
+pyperf worker processes, the monotonic clock); the unit tests script a fake one
+(``tests/fakes.py``), so the orchestration logic (sequential sampling, resume,
+verdicts, gating, plan judging) runs in milliseconds.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ class ProcessSpec:
     metrics: Path  # JSON lines of regime metrics (appended)
 
 
+@dataclass(frozen=True)
+class DuoSpec:
+    """One same-process worker: round ``n`` (which side goes first), its values."""
+
+    loops: int
+    values: int
+    n: int
+    tmp: Path  # where the spec and output JSON go
+    clock: str  # "wall" or "cpu"
+
+
 class Executor(Protocol):
     """Runs what a comparison needs outside perfctl's process; the seam tests fake."""
 
@@ -71,6 +83,18 @@ class Executor(Protocol):
 
     def run_process(self, job: Job, spec: ProcessSpec, *, timeout: float) -> runner.Outcome:
         """One worker process: its values in ``Outcome.processes``."""
+        ...
+
+    def run_duo(
+        self,
+        workers: dict[str, runner.Worker],
+        info: RegimeInfo,
+        spec: DuoSpec,
+        *,
+        log: Path,
+        timeout: float,
+    ) -> dict[str, list[float]] | str:
+        """One process timing both refs: per-op values of each side, or why it failed."""
         ...
 
 
@@ -114,6 +138,28 @@ class PyperfExecutor:
             metrics=spec.metrics,
             log=job.log,
             timeout=timeout,
+        )
+
+    def run_duo(
+        self,
+        workers: dict[str, runner.Worker],
+        info: RegimeInfo,
+        spec: DuoSpec,
+        *,
+        log: Path,
+        timeout: float,
+    ) -> dict[str, list[float]] | str:
+        """runner.run_duo."""
+        return runner.run_duo(
+            workers,
+            info,
+            loops=spec.loops,
+            values=spec.values,
+            tmp=spec.tmp,
+            n=spec.n,
+            log=log,
+            timeout=timeout,
+            clock=spec.clock,
         )
 
 
