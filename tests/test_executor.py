@@ -3,6 +3,7 @@
 Sequential sampling, its stopping rule and guards, resume, failed sides and the
 verdict plumbing run here in milliseconds with scripted process values; the
 end-to-end tests in test_compare.py keep one real pyperf run of each feature.
+The unit tier (tests/conftest.py) holds these tests to starting no process but git.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from perfctl.jobs.compare import CompareSettings, compare_refs, settings_for
 from perfctl.model import Comparison, RegimeComparison
 from tests.conftest import GitRepo
 from tests.fakes import Dist, FakeExecutor, Interrupted
-
-pytestmark = pytest.mark.unit
 
 SLOWER = {("a", "work"): Dist(1e-3), ("b", "work"): Dist(1.5e-3)}
 
