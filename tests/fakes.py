@@ -48,6 +48,8 @@ class FakeExecutor:
     seed: int = 0
     seconds: float = 0.05  # fake clock time per process
     timeout: float | None = None  # the regimes' own timeout
+    family: str = "fake"
+    baselines: dict[str, str] = field(default_factory=dict)  # regime -> its baseline regime
     fail: dict[tuple[str, str], str] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)  # ref -> probe error
     interrupt_at: int | None = None  # raise Interrupted at this worker process
@@ -86,7 +88,10 @@ class FakeExecutor:
         if ref in self.broken:
             raise RegimeLoadError(self.broken[ref], "fix the regimes file")
         source = str(files[0]) if files else ""
-        return [_info(name, source, self.timeout) for name in self.regimes(ref)]
+        return [
+            _info(name, self.family, self.baselines.get(name), source, self.timeout)
+            for name in self.regimes(ref)
+        ]
 
     def calibrate(self, job: Job, *, min_time: float, timeout: float) -> runner.Outcome:
         """One loop per value, or the scripted failure."""
@@ -144,13 +149,15 @@ def _ref_info(root: Path, ref: str) -> RefInfo:
     return RefInfo(ref=ref, sha="")
 
 
-def _info(name: str, source: str, timeout: float | None) -> RegimeInfo:
+def _info(
+    name: str, family: str, baseline: str | None, source: str, timeout: float | None
+) -> RegimeInfo:
     return RegimeInfo(
         name=name,
-        family="fake",
+        family=family,
         params={},
         ops=1,
-        baseline=None,
+        baseline=baseline,
         requires=(),
         description=f"scripted {name}",
         source=source,
