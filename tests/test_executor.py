@@ -156,3 +156,17 @@ def test_an_interrupted_comparison_resumes_where_it_stopped(git_repo: GitRepo) -
     assert {name for _, _, name in again.calls} == {"second"}
     assert {r.name for r in c.regimes} == {"first", "second"}
     assert all(r.verdict != "failed" for r in c.regimes)
+
+
+@pytest.mark.parametrize(("head", "code"), [(1.5e-3, 1), (1e-3, 0)])
+def test_ci_gates_on_the_measured_verdict(tmp_path: Path, head: float, code: int) -> None:
+    from perfctl.jobs import ci
+
+    fake = FakeExecutor({("a", "work"): Dist(1e-3, cv=0.002), ("b", "work"): Dist(head, cv=0.002)})
+    out = tmp_path / "out"
+    opts = ci.CiOptions(
+        base="a", head="b", artifacts=out, fail_on_regression=True, settings=_settings()
+    )
+    outcome = ci.run_ci(_project(tmp_path), opts, {}, executor=fake)
+    assert outcome.exit_code == code
+    assert (out / "comparison.json").is_file() and "work" in (out / "comparison.md").read_text()
