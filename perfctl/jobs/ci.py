@@ -32,6 +32,7 @@ from perfctl.errors import (
     PublishError,
     UsageError,
 )
+from perfctl.files import ensure_output_dir
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.model import FAILED, REGRESSED, Comparison, to_dict
 from perfctl.publish.github import CommentResult, Target, parse_target
@@ -289,6 +290,7 @@ def run_ci(
         progress=progress,
         executor=executor,
     )
+    ensure_output_dir(config.reports_dir, dest)
     c = collect_profiles(c, config.root, dest)
     body = render_comment(
         c,
