@@ -134,8 +134,10 @@ def _tier(item: pytest.Item) -> str:
     marks = {m.name for m in item.iter_markers()}
     if marks & {"e2e", "slow"}:
         return "e2e"
-    if marks & {"cli", "unit"}:
-        return "cli" if "cli" in marks else "unit"
+    if marks & {"cli", "browser"}:  # headless Chromium is a real process too
+        return "cli"
+    if "unit" in marks:
+        return "unit"
     return "cli" if _starts_processes(item) else "unit"
 
 
