@@ -108,7 +108,6 @@ def default_signals() -> None:
 # unit: in-process, no perfctl/pyperf/py-spy process (git for a temporary repository
 # is allowed); cli: the real CLI or other tools as subprocesses, nothing measured;
 # e2e (alias slow): real measurements. A test that names no tier gets one here.
-TIERS = ("unit", "cli", "e2e")
 _CLI_FIXTURES = frozenset({"cli", "git_repo"})
 _CLI_NAMES = frozenset({"run_cli", "subprocess", "Popen"})
 # git for a temporary repository; uname and file are how the platform module asks.
@@ -155,7 +154,7 @@ def _unit_tests_start_no_processes(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A unit test that starts anything but git fails: mark it `cli` (or `e2e`)."""
-    if request.node.get_closest_marker("unit") is None:
+    if _tier(request.node) != "unit":
         return
     real = subprocess.Popen.__init__
 
