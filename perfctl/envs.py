@@ -37,6 +37,7 @@ from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
+from perfctl.measure.environ import scrubbed_env
 from perfctl.model import RefInfo
 from perfctl.store.lock import project_lock
 
@@ -233,8 +234,8 @@ def _steps(spec: EnvSpec, tmp: Path, src: Path) -> list[list[str]]:
 
 
 def _step_env(spec: EnvSpec, tmp: Path) -> dict[str, str]:
-    """The environment of build steps: the new venv activated, uv on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV")}
+    """The environment of build steps: scrubbed, the new venv activated, uv on PATH."""
+    env = scrubbed_env(spec.config.inherit_environ, build=True)
     uv = _uv_bin()
     extra = [str(Path(uv).parent)] if uv else []
     env["PATH"] = os.pathsep.join([str(tmp / "bin"), env.get("PATH", ""), *extra])

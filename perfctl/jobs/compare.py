@@ -261,7 +261,7 @@ def _prepare(
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(target, files)
+        infos, error = _probe(target, files, config.inherit_environ)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -277,10 +277,12 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
     return files
 
 
-def _probe(target: Target, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
+def _probe(
+    target: Target, files: list[Path], inherit: tuple[str, ...]
+) -> tuple[dict[str, RegimeInfo], str]:
     t = target
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)
+        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message

@@ -134,7 +134,9 @@ def find_regime(
     from perfctl.regimes import discovery
 
     files = discovery.regime_files(config, list(regimes))
-    infos = discovery.probe(target.python, files, cwd=target.cwd, env=dict(target.env))
+    infos = discovery.probe(
+        target.python, files, cwd=target.cwd, env=dict(target.env), inherit=config.inherit_environ
+    )
     found = next((i for i in infos if i.name == regime), None)
     if found is None:
         names = [i.name for i in infos]
