@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from perfctl.errors import PlanError
 from perfctl.model import Comparison, SideStats
 from perfctl.plan.spec import CheckState, change_text
+from perfctl.store.outputs import check_output_file
 
 if TYPE_CHECKING:
     from perfctl.plan.spec import Check, PlanSpec
@@ -241,7 +242,7 @@ def check_names(doc: PlanDoc, phase_ids: Sequence[str]) -> None:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace the file in one step (temp file in the same directory + os.replace)."""
-    target = path.resolve()
+    target = check_output_file(path, "the plan").resolve()
     try:
         mode = stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:

@@ -29,6 +29,7 @@ from perfctl.plan.spec import (
     parse_target,
 )
 from perfctl.store.local import Store, open_store
+from perfctl.store.outputs import check_output_file
 
 if TYPE_CHECKING:
     from perfctl.jobs.compare import CompareSettings
@@ -143,6 +144,7 @@ class UpdateResult:
 
 def init_plan(config: Config, path: Path, *, force: bool = False) -> Path:
     """Write a new plan skeleton: prose placeholders around every generated block."""
+    check_output_file(path, "the plan")
     spec = load_spec(config)
     if path.exists() and not force:
         raise PlanError(
@@ -177,6 +179,7 @@ def update_plan(
     progress: Progress | None = None,
 ) -> UpdateResult:
     """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
+    check_output_file(path, "the plan")  # it is rewritten in place: never through a link
     spec = load_spec(config)
     doc = plandoc.read_doc(path, str(path))
     plandoc.check_names(doc, [p.id for p in spec.phases])

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from perfctl.profile import links
 from perfctl.render import charts
 from perfctl.render.charts import MovedNode, format_change, format_per_op
 from perfctl.render.tables import fmt_metric, regime_metric_rows
-from perfctl.store.local import atomic_write_text
+from perfctl.store.outputs import STDOUT, check_output_file, write_output
 
 if TYPE_CHECKING:
     from perfctl.config import Config
@@ -88,6 +89,8 @@ def write_report(
     from perfctl.store.local import open_store
 
     _check_choice(comparison_id, last, history)
+    if out is not None:
+        check_output_file(out, "the report", stdout_ok=True)  # before any work
     if machine is not None and not history:
         raise UsageError("--machine goes with --history", "add --history, or drop --machine")
     store = open_store(config.state_dir)
@@ -495,9 +498,11 @@ def _render(
             f"cannot render {name}: {exc}",
             f"check {where}; the README (perfctl report, Templates) lists the template fields",
         ) from exc
-    atomic_write_text(out, text)
-    out.chmod(0o644)  # mkstemp made it 0600; a report is meant to be shared
-    return out
+    if out == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return out
+    return write_output(out, text, "the report")  # 0644: a report is meant to be shared
 
 
 def _environment(template_dir: Path | None) -> Any:
