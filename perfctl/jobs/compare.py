@@ -33,6 +33,7 @@ from perfctl.model import (
     Run,
 )
 from perfctl.regimes import discovery
+from perfctl.render.escape import shell_command
 from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
@@ -555,7 +556,7 @@ def compare_from_store(
         if runs[s] is None:
             raise StoreError(
                 f"no stored run of {refs[s].ref} ({refs[s].short})",
-                f"measure it with `perfctl compare {base} {head}` first",
+                f"measure it with `{shell_command('perfctl', 'compare', base, head)}` first",
             )
     b_run, h_run = runs["base"], runs["head"]
     assert b_run is not None and h_run is not None

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from perfctl.errors import PlanError
 from perfctl.model import Comparison, SideStats
 from perfctl.plan.spec import CheckState, change_text
+from perfctl.render.escape import shell_command
 from perfctl.store.outputs import check_output_file
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ def read_doc(path: Path, label: str) -> PlanDoc:
     except OSError as exc:
         raise PlanError(
             f"cannot read {label}: {exc.strerror}",
-            "create it with `perfctl plan init " + label + "`",
+            f"create it with `{shell_command('perfctl', 'plan', 'init', label)}`",
         ) from exc
     return parse_doc(data.decode(*ENCODING), label)
 

@@ -28,6 +28,7 @@ from perfctl.plan.spec import (
     load_spec,
     parse_target,
 )
+from perfctl.render.escape import shell_command, shell_word
 from perfctl.store.local import Store, open_store
 from perfctl.store.outputs import check_output_file
 
@@ -149,8 +150,8 @@ def init_plan(config: Config, path: Path, *, force: bool = False) -> Path:
     if path.exists() and not force:
         raise PlanError(
             f"{path} already exists",
-            "pass --force to overwrite it, or run `perfctl plan update "
-            f"{path}` to refresh its generated blocks",
+            "pass --force to overwrite it, or run "
+            f"`{shell_command('perfctl', 'plan', 'update', path)}` to refresh its generated blocks",
         )
     if not path.parent.is_dir():
         raise PlanError(f"{path.parent} is not a directory", "create it first")
@@ -166,7 +167,10 @@ def _skeleton(config: Config, spec: PlanSpec, label: str) -> str:
     source = files("perfctl.render.templates").joinpath("plan.md.j2").read_text(encoding="utf-8")
     # No autoescaping: this renders markdown, not HTML.
     env = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(source).render(project=config.root.name, phases=spec.phases, label=label)
+    # `label` only appears in suggested commands: quoted for the shell.
+    return env.from_string(source).render(
+        project=config.root.name, phases=spec.phases, label=shell_word(label)
+    )
 
 
 def update_plan(
