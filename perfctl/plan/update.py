@@ -28,7 +28,7 @@ from perfctl.plan.spec import (
     load_spec,
     parse_target,
 )
-from perfctl.render.escape import shell_command, shell_word
+from perfctl.render.escape import md_escape, md_name, shell_command, shell_word
 from perfctl.store.local import Store, open_store
 from perfctl.store.outputs import check_output_file
 
@@ -167,6 +167,7 @@ def _skeleton(config: Config, spec: PlanSpec, label: str) -> str:
     source = files("perfctl.render.templates").joinpath("plan.md.j2").read_text(encoding="utf-8")
     # No autoescaping: this renders markdown, not HTML.
     env = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["md"] = md_escape  # phase and project names: one inert markdown line
     # `label` only appears in suggested commands: quoted for the shell.
     return env.from_string(source).render(
         project=config.root.name, phases=spec.phases, label=shell_word(label)
@@ -285,7 +286,7 @@ def _state(
         note = "the phase has not started"
     elif comparison is None:
         note = (
-            f"no stored comparison of `{phase.before}` and `{phase.after}`; "
+            f"no stored comparison of {md_name(phase.before)} and {md_name(phase.after)}; "
             "run `perfctl plan update` without --no-measure"
         )
     return PhaseState(
