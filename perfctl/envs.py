@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -32,18 +33,17 @@ from pathlib import Path
 from subprocess import DEVNULL, STDOUT
 from typing import IO
 
-import perfctl
 from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
 from perfctl.measure.environ import scrubbed_env
+from perfctl.measure.runtime import RUNTIME_LINKS, link_runtime
 from perfctl.model import RefInfo
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
 MARKER = "perfctl-env.json"
-RUNTIME_PTH = "perfctl_runtime.pth"
 Log = Callable[[str], None]
 
 
@@ -271,36 +271,6 @@ def _build_failed(spec: EnvSpec, command: str, what: str, log_path: Path) -> Bui
     )
 
 
-def _symlink(link: Path, target: Path) -> None:
-    if link.is_symlink() and os.readlink(link) == str(target):
-        return
-    tmp = link.with_name(f".{link.name}.{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target, target_is_directory=True)
-    os.replace(tmp, link)  # atomic: a worker never sees the link missing
-
-
-def runtime_dir(state_dir: Path) -> Path:
-    """A directory with `perfctl` and `pyperf` linked to the host's packages."""
-    import pyperf
-
-    runtime = state_dir.absolute() / "runtime" / perfctl.__version__
-    runtime.mkdir(parents=True, exist_ok=True)
-    for module in (perfctl, pyperf):
-        name = module.__name__
-        _symlink(runtime / name, Path(str(module.__file__)).resolve().parent)
-    return runtime
-
-
-def link_runtime(state_dir: Path, env_dir: Path) -> None:
-    """Write the .pth that makes perfctl and pyperf importable inside ``env_dir``."""
-    line = f"{runtime_dir(state_dir)}\n"
-    for site in env_dir.glob("lib/python*/site-packages"):
-        pth = site / RUNTIME_PTH
-        if not pth.is_file() or pth.read_text(encoding="utf-8") != line:
-            pth.write_text(line, encoding="utf-8")
-
-
 def _complete(env_dir: Path, spec: EnvSpec) -> bool:
     marker = env_dir / MARKER
     if not marker.is_file() or not _venv_python(env_dir).exists():
@@ -387,15 +357,30 @@ def prepare_target(
     return Target(spec.ref, _venv_python(env_dir), spec.source, extra, env_dir)
 
 
+_KEY = re.compile(r"[0-9a-f]{16}")
+_LEFTOVER = re.compile(r"\.(tmp|old)-[0-9a-f]{16}-\d+")  # what a killed build leaves
+
+
+def _ours(path: Path) -> bool:
+    """Made by perfctl: a finished env (its key and marker) or a killed build's leftover."""
+    finished = _KEY.fullmatch(path.name) and (path / MARKER).is_file()
+    return (
+        path.is_dir() and not path.is_symlink() and bool(finished or _LEFTOVER.fullmatch(path.name))
+    )
+
+
 def remove_envs(state_dir: Path) -> int:
-    """Remove every environment, the runtime links and build logs; returns how many envs."""
-    envs = state_dir / "envs"
+    """Remove perfctl's environments, runtime links and build logs; returns how many envs."""
+    envs, runtime = state_dir / "envs", state_dir / "runtime"
     with project_lock(state_dir, what="removing environments"):
-        found = sorted(envs.iterdir()) if envs.is_dir() else []
+        found = [p for p in sorted(envs.glob("*")) if _ours(p)]
+        links = [p for p in runtime.glob("*/*") if p.is_symlink() and p.name in RUNTIME_LINKS]
+        logs = [p for p in (state_dir / "logs").glob("*.log") if _KEY.fullmatch(p.stem)]
         for path in found:
             shutil.rmtree(path, ignore_errors=True)
-        shutil.rmtree(state_dir / "runtime", ignore_errors=True)
-        for log in (state_dir / "logs").glob("*.log"):
-            if len(log.stem) == 16 and all(c in "0123456789abcdef" for c in log.stem):
-                log.unlink()
+        for path in [*links, *logs]:
+            path.unlink()
+        for folder in [*runtime.glob("*"), runtime]:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when nothing of the user's is left in it
     return sum(1 for p in found if not p.name.startswith("."))

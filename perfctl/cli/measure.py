@@ -301,23 +301,11 @@ def clean_cmd(
 
     Example: perfctl clean --worktrees --envs
     """
-    from perfctl import envs as envs_mod
     from perfctl.config import load_config
-    from perfctl.git import refs as gitrefs
-    from perfctl.store.local import open_store
-    from perfctl.store.lock import project_lock
+    from perfctl.jobs.clean import clean
 
     config = load_config(project)
-    everything = not (worktrees or envs or results)
-    with project_lock(config.state_dir, what="clean"):
-        if worktrees or everything:
-            if (config.root / ".git").exists():
-                n = gitrefs.remove_worktrees(config.root, config.state_dir)
-                emit(f"removed {n} worktree(s)")
-        if envs or everything:
-            emit(f"removed {envs_mod.remove_envs(config.state_dir)} environment(s)")
-        if results or everything:
-            emit(f"removed {open_store(config.state_dir).remove_all()} stored record(s)")
+    clean(config, worktrees=worktrees, envs=envs, results=results, say=emit)
 
 
 def register(app: typer.Typer) -> None:
