@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from perfctl.errors import UsageError
+from perfctl.files import check_output_dir, check_output_file, write_output
 from perfctl.store.local import open_store
-from perfctl.store.outputs import check_output_dir, check_output_file, write_output
 from tests.conftest import run_cli
 from tests.test_report import make_comparison
 

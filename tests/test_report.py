@@ -36,7 +36,8 @@ from perfctl.model import (
     Run,
     SideStats,
 )
-from perfctl.render import charts
+from perfctl.render import charts, history
+from perfctl.render import html as page
 from perfctl.render import html_report as report
 from perfctl.render.charts import format_change, format_per_op, pick_unit
 from perfctl.render.html_report import read_moved, render_comparison, render_history
@@ -324,7 +325,7 @@ def test_profile_stacked_bars_have_a_legend() -> None:
 
 
 def test_regime_names_break_only_after_separators() -> None:
-    assert str(report.wbr("a_b[n=1].c<x>")) == "a_<wbr>b[<wbr>n=<wbr>1].<wbr>c&lt;x&gt;"
+    assert str(page.wbr("a_b[n=1].c<x>")) == "a_<wbr>b[<wbr>n=<wbr>1].<wbr>c&lt;x&gt;"
 
 
 def test_units_are_human() -> None:
@@ -599,7 +600,7 @@ def test_history_marks_the_step(tmp_path: Path) -> None:
 def test_history_flags_come_from_change_points_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     # No second rule of its own (CIs apart and medians 2% apart) behind the
     # stats one: a change point is what stats.change_points says, or nothing.
-    import perfctl.stats.decision
+    import perfctl.stats.history
 
     seen: list[list[float]] = []
 
@@ -607,20 +608,20 @@ def test_history_flags_come_from_change_points_alone(monkeypatch: pytest.MonkeyP
         seen.append(medians)
         return [1]
 
-    monkeypatch.setattr(perfctl.stats.decision, "change_points", found)
-    assert charts.change_flags([1.0, 1.3, 1.3, 1.3]) == [False, True, False, False]
+    monkeypatch.setattr(perfctl.stats.history, "change_points", found)
+    assert history.change_flags([1.0, 1.3, 1.3, 1.3]) == [False, True, False, False]
     assert seen == [[1.0, 1.3, 1.3, 1.3]]
     monkeypatch.undo()
     # A zero median: stats cannot tell levels apart, so nothing is marked.
-    assert charts.change_flags([1.0, 0.0, 1.3, 1.3, 1.3, 1.3]) == [False] * 6
+    assert history.change_flags([1.0, 0.0, 1.3, 1.3, 1.3, 1.3]) == [False] * 6
 
 
 def test_run_summary() -> None:
     res = RegimeResult("r", "f", OK, processes=tuple((float(i),) for i in range(1, 21)))
-    med, lo, hi = charts.run_summary(res)  # type: ignore[misc]
+    med, lo, hi = history.run_summary(res)  # type: ignore[misc]
     assert lo < med < hi and med == 10.5
-    assert charts.run_summary(RegimeResult("r", "f", FAILED)) is None
-    assert charts.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
+    assert history.run_summary(RegimeResult("r", "f", FAILED)) is None
+    assert history.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
         2.0,
         1.0,
         3.0,
@@ -632,9 +633,9 @@ def test_commit_time_normalises_offsets() -> None:
     shifted = Run(
         run.id, run.project, RefInfo("x", "1" * 40, "", "2026-01-01T10:00:00+02:00"), MACHINE, ""
     )
-    assert charts.commit_time(shifted) == "2026-01-01 08:00:00"
+    assert history.commit_time(shifted) == "2026-01-01 08:00:00"
     undated = Run(run.id, run.project, RefInfo("x", "1" * 40), MACHINE, "not a date")
-    assert charts.commit_time(undated) is None
+    assert history.commit_time(undated) is None
 
 
 def test_history_picks_the_common_machine(tmp_path: Path) -> None:

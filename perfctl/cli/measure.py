@@ -206,11 +206,9 @@ def runs_cmd(
 
     Example: perfctl runs --format json
     """
-    from perfctl.config import load_config
-    from perfctl.store.local import open_store
+    from perfctl.jobs.manage import stored_runs
 
-    config = load_config(project)
-    runs = open_store(config.state_dir).list_runs()
+    runs, state_dir = stored_runs(project)
     records = [
         {
             "id": r.id,
@@ -232,7 +230,7 @@ def runs_cmd(
     emit_listing(
         fmt,
         records,
-        f"{len(runs)} runs in {config.state_dir}",
+        f"{len(runs)} runs in {state_dir}",
         ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"),
         rows,
     )
@@ -249,12 +247,10 @@ def comparisons_cmd(
 
     Example: perfctl comparisons --format json
     """
-    from perfctl.config import load_config
+    from perfctl.jobs.manage import stored_comparisons
     from perfctl.render.tables import counts_line
-    from perfctl.store.local import open_store
 
-    config = load_config(project)
-    found = open_store(config.state_dir).list_comparisons()
+    found, state_dir = stored_comparisons(project)
     records = [
         {
             "id": c.id,
@@ -280,7 +276,7 @@ def comparisons_cmd(
     emit_listing(
         fmt,
         records,
-        f"{len(found)} comparisons in {config.state_dir}",
+        f"{len(found)} comparisons in {state_dir}",
         ("Comparison", "Created", "Base", "Head", "Verdicts"),
         rows,
     )
@@ -301,11 +297,10 @@ def clean_cmd(
 
     Example: perfctl clean --worktrees --envs
     """
-    from perfctl.config import load_config
-    from perfctl.jobs.clean import clean
+    from perfctl.jobs.manage import clean
 
-    config = load_config(project)
-    clean(config, worktrees=worktrees, envs=envs, results=results, say=emit)
+    for line in clean(project, worktrees=worktrees, envs=envs, results=results):
+        emit(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -32,10 +32,10 @@ from perfctl.errors import (
     PublishError,
     UsageError,
 )
+from perfctl.files import check_output_dir, check_output_file, write_output
 from perfctl.model import FAILED, REGRESSED, Comparison, to_dict
 from perfctl.publish.github import CommentResult, Target, parse_target
 from perfctl.render.comment import CommentOptions, check_url_base, marker, render_comment
-from perfctl.store.outputs import check_output_dir, check_output_file, write_output
 
 DEFAULT_ARTIFACTS = Path("reports") / "ci"
 TOKEN_HINT = (
@@ -335,6 +335,40 @@ def _maybe_post(
 
 
 # -- `perfctl comment` inputs ----------------------------------------------------------
+def comment_body(
+    project: Path | None,
+    comparison_id: str | None,
+    comparison_file: Path | None,
+    marker_id: str,
+    url_base: str | None,
+) -> tuple[str, bool]:
+    """The body for a stored comparison or a comparison.json, and whether it changed."""
+    from perfctl.render.comment import CommentOptions, check_url_base, has_changes, render_comment
+    from perfctl.store.schema import read_comparison_file
+
+    base_url = check_url_base(url_base)
+    if comparison_file is not None:
+        c, root, report = read_comparison_file(comparison_file), None, "report.html"
+    else:
+        c, root = stored_comparison(project, comparison_id)
+        report = f"comparison-{c.id}.html"  # what `perfctl report` writes there
+    opts = CommentOptions(
+        marker_id=marker_id, url_base=base_url, artifact_root=root, report_name=report
+    )
+    return render_comment(c, opts), has_changes(c)
+
+
+def stored_comparison(project: Path | None, comparison_id: str | None) -> tuple[Comparison, Path]:
+    """The chosen stored comparison (absolute artefact paths) and the reports dir."""
+    from perfctl.config import load_config
+    from perfctl.store.local import open_store
+
+    config = load_config(project)
+    store = open_store(config.state_dir)
+    c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
+    return absolute_artifacts(c, config.root), config.reports_dir
+
+
 def absolute_artifacts(c: Comparison, root: Path) -> Comparison:
     """Artefact paths made absolute (relative ones are relative to ``root``)."""
     rows = tuple(
@@ -344,25 +378,6 @@ def absolute_artifacts(c: Comparison, root: Path) -> Comparison:
         for r in c.regimes
     )
     return replace(c, regimes=rows)
-
-
-def read_comparison_file(path: Path) -> Comparison:
-    """A comparison from a comparison.json (maybe a fork's): size-capped, schema-checked.
-
-    The file is hostile input (see perfctl.store.schema): anything outside the
-    schema is a UsageError naming the field, before anything is rendered.
-    """
-    from perfctl.model import comparison_from_dict
-    from perfctl.store.schema import load_comparison_json
-
-    data = load_comparison_json(path)
-    try:
-        return comparison_from_dict(data)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # schema drift: a bug
-        raise UsageError(
-            f"{path} is not a perfctl comparison ({type(exc).__name__})",
-            "pass the comparison.json written by `perfctl ci`",
-        ) from exc
 
 
 def read_body_file(path: Path, mark: str) -> str:

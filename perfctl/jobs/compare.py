@@ -23,14 +23,13 @@ from perfctl.measure import duo, interleave, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
-    FAILED,
     OK,
-    SKIPPED,
     Comparison,
     RefInfo,
     RegimeInfo,
     RegimeResult,
     Run,
+    Status,
 )
 from perfctl.regimes import discovery
 from perfctl.render.escape import shell_command
@@ -279,9 +278,8 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
 
 
 def _probe(
-    target: Target, files: list[Path], inherit: tuple[str, ...]
+    t: Target, files: list[Path], inherit: tuple[str, ...]
 ) -> tuple[dict[str, RegimeInfo], str]:
-    t = target
     try:
         infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
     except RegimeLoadError as exc:
@@ -393,10 +391,14 @@ def _unmeasurable(
         info = infos[s]
         if info is None:
             reason = sides[s].load_error or "regime not defined for this ref"
-            out[s] = RegimeResult(name=name, family="", status=FAILED, reason=reason)
+            out[s] = RegimeResult(name=name, family="", status=Status.FAILED, reason=reason)
         elif info.skip_reason:
             out[s] = RegimeResult(
-                name=name, family=info.family, status=SKIPPED, reason=info.skip_reason, ops=info.ops
+                name=name,
+                family=info.family,
+                status=Status.SKIPPED,
+                reason=info.skip_reason,
+                ops=info.ops,
             )
     if not out:
         return {}
@@ -407,7 +409,7 @@ def _unmeasurable(
             out[s] = RegimeResult(
                 name=name,
                 family=info.family,
-                status=SKIPPED,
+                status=Status.SKIPPED,
                 ops=info.ops,
                 reason="not measured: the other ref cannot run it",
                 baseline=info.baseline,
@@ -420,7 +422,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if d.ok else FAILED,
+        status=OK if d.ok else Status.FAILED,
         ops=info.ops,
         processes=tuple(d.processes),
         order=tuple(d.order),

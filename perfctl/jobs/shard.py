@@ -213,8 +213,8 @@ def load_inputs(config: Config, inputs: Sequence[str]) -> list[Comparison]:
     """Comparisons from files, directories of artefacts (``comparison.json``) or stored ids."""
     from pathlib import Path
 
-    from perfctl.jobs.ci import read_comparison_file
     from perfctl.store.local import open_store
+    from perfctl.store.schema import read_comparison_file
 
     out: list[Comparison] = []
     for item in inputs:

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfctl.errors import PlanError
+from perfctl.files import check_output_file
 from perfctl.model import Comparison, SideStats
 from perfctl.plan.spec import CheckState, change_text
 from perfctl.render.escape import escape_plain, md_escape, md_name, shell_command
-from perfctl.store.outputs import check_output_file
 
 if TYPE_CHECKING:
     from perfctl.plan.spec import Check, PlanSpec
@@ -272,11 +272,7 @@ def _us(seconds: float | None) -> str:
 
 
 # Names, refs and anything read from a stored comparison are user text: each goes
-# through render/escape.py, so no name can add HTML, a link or a marker line.
-def _regime(name: str) -> str:
-    return md_name(name)
-
-
+# through render/escape.py (md_name, md_escape), so no name adds HTML, a link or a marker.
 def _measured(c: Comparison) -> str:
     return f"measured {md_escape(c.created[:10])} on {md_escape(c.machine.describe())}"
 
@@ -290,7 +286,7 @@ def tracker_lines(states: Sequence[PhaseState]) -> list[str]:
     """The Phase Tracker table."""
     out = ["| Phase | Name | Status | Primary Regimes Impacted |", "| --- | --- | --- | --- |"]
     for s in states:
-        regimes = ", ".join(_regime(r) for r in s.phase.primary()) or "—"
+        regimes = ", ".join(md_name(r) for r in s.phase.primary()) or "—"
         out.append(f"| {s.phase.id} | {md_escape(s.phase.name)} | {s.status} | {regimes} |")
     return out
 
@@ -328,7 +324,7 @@ def baseline_lines(spec: PlanSpec, state: PhaseState | None) -> list[str]:
         direct = _direct(c, rc.baseline, side) if side is not None else None
         ratio = f"{side.baseline_ratio:.2f}x" if side and side.baseline_ratio else "—"
         system = _us(side.median_s) if side else md_escape(rc.verdict or "—")
-        out.append(f"| {_regime(rc.name)} | {_us(direct)} | {system} | {ratio} |")
+        out.append(f"| {md_name(rc.name)} | {_us(direct)} | {system} | {ratio} |")
     return out
 
 
@@ -339,7 +335,7 @@ def _row(r: Row) -> str:
     change = change_text(rc.change) if rc and rc.change is not None else "—"
     target = "; ".join(c.cell() for c in r.checks) or "—"
     verdict = md_escape(rc.verdict or "—") if rc else "not measured"
-    return f"| {_regime(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
+    return f"| {md_name(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
 
 
 def result_table(state: PhaseState) -> list[str]:
@@ -425,7 +421,7 @@ def metrics_lines(states: Sequence[PhaseState], baseline: PhaseState | None) -> 
             checks = [c for r in s.rows if r.name == name for c in r.checks if not c.guard]
             cells.append("; ".join(c.cell() for c in checks) or "—")
         out.append(
-            f"| {_regime(name)} | {_us(base)} | {_us(current)} | " + " | ".join(cells) + " |"
+            f"| {md_name(name)} | {_us(base)} | {_us(current)} | " + " | ".join(cells) + " |"
         )
     return out
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from perfctl.config import Config
 from perfctl.errors import PerfctlError, PlanError
+from perfctl.files import check_output_file
 from perfctl.model import Comparison, RefInfo, RegimeComparison
 from perfctl.plan import document as plandoc
 from perfctl.plan.document import PlanDoc
@@ -30,7 +31,6 @@ from perfctl.plan.spec import (
 )
 from perfctl.render.escape import md_escape, md_name, shell_command, shell_word
 from perfctl.store.local import Store, open_store
-from perfctl.store.outputs import check_output_file
 
 if TYPE_CHECKING:
     from perfctl.jobs.compare import CompareSettings

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import html
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from perfctl.model import (
@@ -24,14 +22,11 @@ from perfctl.model import (
     IMPROVED,
     INCONCLUSIVE,
     NO_CHANGE,
-    OK,
     REGRESSED,
     SKIPPED,
     VERDICTS,
     WITHIN_NOISE,
     RegimeComparison,
-    RegimeResult,
-    Run,
 )
 from perfctl.render.tables import fmt_pct, fmt_time
 
@@ -40,7 +35,7 @@ HEAD_COLOUR = "#2a6fdb"
 UP_COLOUR = "#d64545"  # slower
 DOWN_COLOUR = "#2e9e5b"  # faster
 BAND_FILL = "rgba(42, 111, 219, 0.15)"
-VERDICT_COLOURS = {
+VERDICT_COLOURS: dict[str, str] = {
     REGRESSED: UP_COLOUR,
     FAILED: UP_COLOUR,
     IMPROVED: DOWN_COLOUR,
@@ -74,15 +69,6 @@ class TrendPoint:
     ci_high_s: float
     hover: str
     change: bool = False
-
-
-@dataclass(frozen=True)
-class TrendSeries:
-    """The history of one regime: one point per stored run that measured it."""
-
-    name: str
-    family: str
-    points: tuple[TrendPoint, ...]
 
 
 def pick_unit(seconds: float) -> tuple[str, float]:
@@ -373,92 +359,3 @@ def trend_figure(regime: str, points: Sequence[TrendPoint], dates: bool) -> Figu
 
 
 # ------------------------------------------------------------ history data
-
-
-def commit_time(run: Run) -> str | None:
-    """The run's commit date (else its start time) as a UTC plotly date, or None."""
-    for raw in (run.ref.date, run.started):
-        try:
-            when = datetime.fromisoformat(raw)
-        except (TypeError, ValueError):
-            continue
-        if when.tzinfo is not None:
-            # Plotly's date axis ignores offsets, so normalise to UTC.
-            when = when.astimezone(UTC).replace(tzinfo=None)
-        return when.strftime("%Y-%m-%d %H:%M:%S")
-    return None
-
-
-def run_summary(result: RegimeResult) -> tuple[float, float, float] | None:
-    """Median per op over processes, with a distribution-free 95% CI of that median."""
-    units = sorted(sum(p) / len(p) for p in result.processes if p)
-    if result.status != OK or not units:
-        return None
-    n = len(units)
-    if n < 6:
-        return statistics.median(units), units[0], units[-1]
-    # Order-statistic CI of the median (normal approximation to the binomial):
-    # cheap enough for thousands of runs, and no distribution assumed.
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(1, math.floor(n / 2 - half))
-    hi = min(n, math.ceil(n / 2 + half) + 1)
-    return statistics.median(units), units[lo - 1], units[hi - 1]
-
-
-def change_flags(medians: Sequence[float]) -> list[bool]:
-    """Which points start a change: :func:`perfctl.stats.decision.change_points`, the one rule."""
-    from perfctl.stats.decision import change_points
-
-    flags = [False] * len(medians)
-    try:
-        found = change_points(list(medians))
-    except ValueError:  # a zero or non-finite median: no level can be told apart
-        return flags
-    for i in found:
-        flags[i] = True
-    return flags
-
-
-def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
-    """One series per regime over ``runs`` (already in commit order), changes marked."""
-    found: dict[str, list[tuple[int, int, tuple[float, float, float]]]] = {}
-    families: dict[str, str] = {}
-    for i, run in enumerate(runs):
-        for res in run.results:
-            summary = run_summary(res)
-            if summary is not None:
-                found.setdefault(res.name, []).append((i, len(res.processes), summary))
-                families.setdefault(res.name, res.family or res.name)
-    # What every point of a run shares, computed once per run, not per regime.
-    xs = [(commit_time(r) if dates else None) or f"{i + 1}: {r.ref.sha[:7]}"
-          for i, r in enumerate(runs)]  # fmt: skip
-    heads = [_run_hover(r) for r in runs]
-    out = []
-    for name in sorted(found, key=lambda k: (families[k], k)):
-        rows = found[name]
-        flags = change_flags([s[0] for _, _, s in rows])
-        points = tuple(
-            _trend_point(xs[i], heads[i], n, s, flag)
-            for (i, n, s), flag in zip(rows, flags, strict=True)
-        )
-        out.append(TrendSeries(name, families[name], points))
-    return out
-
-
-def _run_hover(run: Run) -> str:
-    return (
-        f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
-        f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
-    )
-
-
-def _trend_point(
-    x: str, head: str, processes: int, summary: tuple[float, float, float], change: bool
-) -> TrendPoint:
-    median, lo, hi = summary
-    hover = (
-        f"{head}<br>median {format_per_op(median)} "
-        f"(CI {format_per_op(lo)} – {format_per_op(hi)}), {processes} processes"
-        + ("<br><b>change detected</b>" if change else "")
-    )
-    return TrendPoint(x, median, lo, hi, hover, change)

@@ -117,7 +117,7 @@ def decide_all(
             noise[name] = paired.ratio_cv(b.processes, h.processes)
         else:
             tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
-        rows[name] = RegimeComparison(name=name, verdict="", **common)
+        rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
     adjusted = dict(
         zip(tested, stats.benjamini_hochberg([c.p_value for c in tested.values()]), strict=True)
     )

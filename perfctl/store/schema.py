@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perfctl.errors import UsageError
-from perfctl.model import FAILED, OK, SKIPPED, VERDICTS
+from perfctl.model import FAILED, OK, SKIPPED, VERDICTS, Comparison
 
 MAX_FILE_BYTES = 64 * 2**20  # a 2,000-regime rigorous comparison is ~20 MB
 MAX_STRING = 20_000  # characters in any one string
@@ -242,3 +242,21 @@ def load_comparison_json(path: Path, limit: int = MAX_FILE_BYTES) -> dict[str, A
     except SchemaError as exc:
         raise SchemaError(f"{path}: {exc.message}", exc.hint) from exc
     return data
+
+
+def read_comparison_file(path: Path) -> Comparison:
+    """A comparison from a comparison.json (maybe a fork's): size-capped, schema-checked.
+
+    The file is hostile input (see perfctl.store.schema): anything outside the
+    schema is a UsageError naming the field, before anything is rendered.
+    """
+    from perfctl.model import comparison_from_dict
+
+    data = load_comparison_json(path)
+    try:
+        return comparison_from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # schema drift: a bug
+        raise UsageError(
+            f"{path} is not a perfctl comparison ({type(exc).__name__})",
+            "pass the comparison.json written by `perfctl ci`",
+        ) from exc

@@ -1,22 +1,46 @@
-"""Files written where the user says: a regular file or a new path, nothing else.
+"""Writing files so that a reader (or an interrupted perfctl) never sees half of one.
 
-perfctl writes reports, plans and CI artefacts with a temporary file renamed over
-the target, so readers never see half a file. A rename replaces whatever the name
-points at: a symlink, a FIFO, ``/dev/null`` (as root). So every user-named target
-goes through :func:`check_output_file` (or :func:`check_output_dir` for a folder
-of artefacts) first, and anything but a regular file or a new path is refused with
-exit 2 before any work is done. The check and the rename are not one atomic step:
-this guards against mistakes and planted links, not against a local attacker
-racing perfctl for the same path.
+Every file goes to a temporary file renamed over the target. A rename replaces
+whatever the name points at: a symlink, a FIFO, ``/dev/null`` (as root). So every
+user-named target (``report -o``, the plan, ``ci --artifacts``) goes through
+:func:`check_output_file` (or :func:`check_output_dir` for a folder of artefacts)
+first, and anything but a regular file or a new path is refused with exit 2 before
+any work is done. The check and the rename are not one atomic step: this guards
+against mistakes and planted links, not against a local attacker racing perfctl
+for the same path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from perfctl.errors import UsageError
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so readers see the old or the new content, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_copy(src: Path, dest: Path) -> None:
+    """Copy a file into place atomically."""
+    atomic_write_text(dest, src.read_text(encoding="utf-8"))
+
 
 STDOUT = Path("-")  # `-o -`: write to stdout where a command allows it
 
@@ -99,8 +123,6 @@ def check_output_dir(path: Path, what: str = "the output folder") -> Path:
 
 def write_output(path: Path, text: str, what: str = "the output", *, mode: int = 0o644) -> Path:
     """Check ``path`` and write ``text`` to it atomically; an OS error is exit 2."""
-    from perfctl.store.local import atomic_write_text
-
     check_output_file(path, what)
     try:
         atomic_write_text(path, text)
