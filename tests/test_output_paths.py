@@ -128,3 +128,16 @@ def test_write_output_refuses_a_fifo_and_names_unwritable_paths(tmp_path: Path) 
     with pytest.raises(UsageError, match="it is a FIFO"):
         check_output_dir(fifo)
     assert check_output_dir(tmp_path / "new") == tmp_path / "new"
+
+
+def test_init_refuses_a_planted_workflow_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.sh"
+    victim.write_text("precious\n")
+    workflows = tmp_path / "proj" / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "perfctl.yml").symlink_to(victim)
+    root = tmp_path / "proj"
+    proc = run_cli("init", "--ci", "github", "--force", "-C", str(root), cwd=root)
+    assert proc.returncode == 2, proc.stderr
+    assert "it is a symbolic link" in proc.stderr
+    assert victim.read_text() == "precious\n" and not (root / "pyproject.toml").exists()
