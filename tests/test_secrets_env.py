@@ -121,3 +121,26 @@ def test_a_custom_build_command_never_sees_the_token(
     seen = json.loads((target.cwd / "built-env.json").read_text())
     assert "GITHUB_TOKEN" not in seen and seen["PERFCTL_KEEP_ME"] == "kept"
     assert seen["VIRTUAL_ENV"].startswith(str(repo.path / ".perfctl" / "envs"))
+
+
+def test_the_version_check_of_an_environment_gets_no_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from perfctl.measure import duo, runner
+
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret_token_value")
+    seen = tmp_path / "seen.txt"
+    pythons = []
+    for side in ("base", "head"):  # two interpreters: their versions are compared
+        script = tmp_path / f"python-{side}"
+        script.write_text(f'#!/bin/sh\nenv >> "{seen}"\nexec "{sys.executable}" "$@"\n')
+        script.chmod(0o755)
+        pythons.append(script)
+    workers = {
+        side: runner.Worker(py, tmp_path, {"PYTHONPATH": str(tmp_path)}, ())
+        for side, py in zip(("base", "head"), pythons, strict=True)
+    }
+    assert duo.unsupported(workers) == ""
+    assert "PATH=" in seen.read_text() and "GITHUB_TOKEN" not in seen.read_text()
