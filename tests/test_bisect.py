@@ -154,6 +154,28 @@ def test_fake_culprit_with_a_build_failure_and_a_failing_regime(
     assert fake2.calls == [] and again.culprit == record.culprit
 
 
+def test_fake_interrupted_bisection_resumes_its_finished_steps(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 3.0 for i in range(6, 10)}
+    fake = FakeCompare(line, speed)
+
+    def ctrl_c_on_the_third(*args, **kw):  # type: ignore[no-untyped-def]
+        if len(fake.calls) == 2:
+            raise KeyboardInterrupt
+        return fake(*args, **kw)
+
+    monkeypatch.setattr(job, "compare_refs", ctrl_c_on_the_third)
+    config = load_config(git_repo.path)
+    with pytest.raises(KeyboardInterrupt):
+        job.bisect(config, line[0], line[-1], "work", job.BisectSettings(compare=FAST))
+    done = fake.calls[:]
+    record, again = _run(git_repo, line, speed, monkeypatch)
+    assert record.culprit is not None and record.culprit.sha == line[6]
+    assert not set(done) & set(again.calls)  # the two finished steps were not re-measured
+    assert len(record.steps) == len(done) + len(again.calls)
+
+
 def test_fake_no_regression_measures_only_the_ends(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -235,7 +235,11 @@ class _Bisector:
                 if kind == StepKind.CONFIRM:
                     raise
                 log = exc.message.partition("build log: ")[2]
-                why = f"does not build (build log: {log})" if log else exc.message
+                why = (
+                    f"does not build (build log: {log})"
+                    if log
+                    else f"does not build: {exc.message}"
+                )
                 seconds += time.monotonic() - started
                 return self.add(
                     Step(kind, base, commit, Likeness.SKIPPED, seconds=seconds, reason=why)
