@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from perfctl.config import load_config
-from perfctl.errors import BuildError, GitError, StoreError
+from perfctl.errors import BuildError, GitError, StoreError, UsageError
 from perfctl.jobs import bisect as job
 from perfctl.jobs.compare import FAST
 from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Status
@@ -353,3 +354,38 @@ def test_bisect_usage_errors(history: tuple[GitRepo, list[str]]) -> None:
     assert "Hint:" in proc.stderr and "Traceback" not in proc.stderr
     missing = run_cli("bisect", "good", "bad", cwd=repo.path)
     assert missing.returncode == 2 and "--regime" in missing.stderr
+
+
+def test_regime_must_name_one_regime() -> None:
+    machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
+    rows = tuple(_row(0.0, 0.0, 0.0, "no change") for _ in range(2))
+    c = Comparison(
+        id="c",
+        created="now",
+        base=RefInfo("a", "a" * 40),
+        head=RefInfo("b", "b" * 40),
+        machine=machine,
+        regimes=(replace(rows[0], name="work"), replace(rows[1], name="work_big")),
+    )
+    assert job._one_name(c, "work") == "work"  # exact wins over the glob reading
+    assert job._one_name(c, "f.work_big") == "work_big"
+    with pytest.raises(UsageError, match="selects 2 regimes"):
+        job._one_name(c, "work*")
+
+
+def test_markdown_and_json_of_a_record_escape_commit_subjects(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.render import bisect as render
+
+    speed = {i: 3.0 for i in range(6, 10)} | {4: "fail"}
+    record, _ = _run(git_repo, line, speed, monkeypatch)
+    hostile = replace(record.candidates[0], subject="<img src=x> | @owner [x](y)")
+    record = replace(record, culprit=hostile, candidates=(hostile,))
+    md = render.format_bisect_markdown(record)
+    assert "<img" not in md and "&lt;img" in md and "@\u200bowner" in md
+    assert "\\| @" in md and "\\[x\\](y)" in md
+    assert "| verify |" in md and "verified" in md and "_Total time:" in md
+    data = json.loads(render.format_bisect_json(record))
+    assert data["outcome"] == "culprit" and data["culprit"]["subject"].startswith("<img")
+    assert data["seconds"] == pytest.approx(record.seconds, abs=0.01)

@@ -220,35 +220,38 @@ class _Bisector:
             judge(pooled(rows, threshold=cs.threshold, alpha=cs.alpha)) == Likeness.UNKNOWN
             and len(ids) < self.settings.attempts
         ):
-            self.say(f"{kind}: {commit.short} {commit.subject[:50]} vs {base.short}")
             started = time.monotonic()
-            try:
-                c = compare_refs(
-                    self.config,
-                    base.sha,
-                    commit.sha,
-                    regimes=[self.glob],
-                    settings=replace(cs, schedule=replace(cs.schedule, seed=len(ids))),
-                    progress=self.say,
-                )
-            except BuildError as exc:
-                if kind == StepKind.CONFIRM:
-                    raise
-                log = exc.message.partition("build log: ")[2]
-                why = (
-                    f"does not build (build log: {log})"
-                    if log
-                    else f"does not build: {exc.message}"
-                )
-                seconds += time.monotonic() - started
-                return self.add(
-                    Step(kind, base, commit, Likeness.SKIPPED, seconds=seconds, reason=why)
-                )
+            c = self.attempt(
+                kind, base, commit, replace(cs, schedule=replace(cs.schedule, seed=len(ids)))
+            )
             seconds += time.monotonic() - started
+            if isinstance(c, str):
+                skip = Step(kind, base, commit, Likeness.SKIPPED, seconds=seconds, reason=c)
+                return self.add(skip)
             rows.append(self.row(c))
             ids.append(c.id)
         row = pooled(rows, threshold=cs.threshold, alpha=cs.alpha)
         return self.add(_step(kind, base, commit, judge(row), row, seconds, tuple(ids)))
+
+    def attempt(
+        self, kind: StepKind, base: RefInfo, commit: RefInfo, cs: CompareSettings
+    ) -> Comparison | str:
+        """One stored comparison of the pair, or why ``commit`` cannot be built."""
+        self.say(f"{kind}: {commit.short} {commit.subject[:50]} vs {base.short}")
+        try:
+            return compare_refs(
+                self.config,
+                base.sha,
+                commit.sha,
+                regimes=[self.glob],
+                settings=cs,
+                progress=self.say,
+            )
+        except BuildError as exc:
+            if kind == StepKind.CONFIRM:
+                raise  # GOOD or BAD itself: nothing to bisect
+            log = exc.message.partition("build log: ")[2]
+            return f"does not build (build log: {log})" if log else f"does not build: {exc.message}"
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""
