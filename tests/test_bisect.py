@@ -343,7 +343,7 @@ def test_bisect_without_a_regression_says_so(history: tuple[GitRepo, list[str]])
     )
     assert proc.returncode == 0, proc.stderr
     assert "no regression between GOOD and BAD to bisect" in proc.stdout
-    assert "| bad |" in proc.stdout  # the figures of the one comparison made
+    assert "| ends |" in proc.stdout  # the figures of the one comparison made
 
 
 def test_bisect_usage_errors(history: tuple[GitRepo, list[str]]) -> None:

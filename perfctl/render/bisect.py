@@ -85,6 +85,10 @@ def headline(b: Bisection) -> list[str]:
     return lines
 
 
+def _legend(b: Bisection) -> list[str]:
+    return [] if b.outcome == Outcome.NO_REGRESSION else [LEGEND]
+
+
 def skipped_lines(b: Bisection) -> list[str]:
     """One line per commit stepped over, with the reason."""
     return [
@@ -105,7 +109,7 @@ def format_bisect_table(b: Bisection) -> Any:
         table.add_column(col, justify="right" if col in ("Rounds", "Time") else "left")
     for cells in rows(b):
         table.add_row(*(esc(c) for c in cells))
-    tail = [LEGEND, *skipped_lines(b), f"total time: {b.seconds:.0f} s"]
+    tail = [*_legend(b), *skipped_lines(b), f"total time: {b.seconds:.0f} s"]
     lines = [Text(escape_plain(x, limit=400)) for x in headline(b)]
     return Group(*lines, table, *(Text(escape_plain(x, limit=400)) for x in tail))
 
@@ -115,7 +119,7 @@ def format_bisect_markdown(b: Bisection) -> str:
     lines = [md_escape(x, limit=400) + "  " for x in headline(b)]
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "| " + " | ".join(["---"] * 7) + " |"]
     lines += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in rows(b)]
-    lines += ["", *(md_escape(x, limit=400) + "  " for x in [LEGEND, *skipped_lines(b)])]
+    lines += ["", *(md_escape(x, limit=400) + "  " for x in [*_legend(b), *skipped_lines(b)])]
     lines.append(f"_Total time: {b.seconds:.0f} s._")
     return "\n".join(lines) + "\n"
 
