@@ -160,26 +160,6 @@ def commits_between(
         return tuple(_info(repo, c.hexsha[:10], c.hexsha) for c in commits)
 
 
-def first_parent_line(root: Path, good: str, bad: str) -> tuple[RefInfo, ...]:
-    """GOOD, then every first-parent commit up to BAD, oldest first (``git bisect``'s line).
-
-    Each RefInfo's ``date`` is the author date: when the change was written.
-    """
-    with open_repo(root) as repo:
-        lo, hi = _must(repo, good), _must(repo, bad)
-        if lo == hi or not repo.is_ancestor(repo.commit(lo), repo.commit(hi)):
-            raise GitError(
-                f"`{good}` is not an ancestor of `{bad}`",
-                "give the older, fast commit first: perfctl bisect GOOD BAD",
-            )
-        shas = str(repo.git.rev_list("--first-parent", "--reverse", f"{lo}..{hi}")).split()
-        out = [repo.commit(s) for s in [lo, *shas]]
-        return tuple(
-            RefInfo(c.hexsha[:10], c.hexsha, str(c.summary), c.authored_datetime.isoformat())
-            for c in out
-        )
-
-
 def merge_base(root: Path, a: str, b: str) -> str:
     """The sha of the best common ancestor of two refs."""
     with open_repo(root) as repo:

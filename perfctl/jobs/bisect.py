@@ -344,12 +344,12 @@ def bisect(
     progress: Progress | None = None,
 ) -> Bisection:
     """Find the commit in GOOD..BAD that made ``regime`` slower; the stored record."""
-    from perfctl.git import refs as gitrefs
+    from perfctl.git.line import first_parent_line
     from perfctl.store.lock import project_lock
 
     settings = settings or BisectSettings()
     say = progress or (lambda _msg: None)
     with project_lock(config.state_dir, wait=settings.compare.lock_wait, what="bisect"):
-        line = gitrefs.first_parent_line(config.root, good, bad)
+        line = first_parent_line(config.root, good, bad)
         line = (replace(line[0], ref=good), *line[1:-1], replace(line[-1], ref=bad))
         return _Bisector(config, regime, line, settings, say).run()
