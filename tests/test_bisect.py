@@ -177,6 +177,23 @@ def test_fake_interrupted_bisection_resumes_its_finished_steps(
     assert len(record.steps) == len(done) + len(again.calls)
 
 
+def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
+
+    speed = {i: 3.0 for i in range(6, 10)}
+    earlier = FakeCompare(line, speed)(None, line[0], line[5], regimes=["work"], settings=FAST)
+    store = open_store(git_repo.path / ".perfctl")
+    store.save_comparison(replace(earlier, id="earlier", machine=fingerprint()))
+    record, fake = _run(git_repo, line, speed, monkeypatch)
+    assert record.culprit is not None and record.culprit.sha == line[6]
+    assert (0, 5) not in fake.calls
+    step = next(s for s in record.steps if s.commit.sha == line[5] and s.kind == StepKind.STEP)
+    assert step.comparisons == ("earlier",) and step.likeness == G
+
+
 def test_fake_no_regression_measures_only_the_ends(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
