@@ -70,16 +70,15 @@ def headline(b: Bisection) -> list[str]:
         verdict = confirm.verdict if confirm else "?"
         return [f"no regression between GOOD and BAD to bisect ({verdict})", total, span]
     lines = [total, span]
-    verify = next(iter(b.of_kind(StepKind.VERIFY)), None)
     if b.outcome == Outcome.CULPRIT and b.culprit is not None:
         c = b.culprit
         lines.insert(0, f"culprit: {c.sha} {c.subject} ({c.date})")
-        lines.append(f"culprit vs its parent: {change_text(verify)} (verified)")
     else:
         lines.insert(0, f"candidate range: {len(b.candidates)} commit(s), no single culprit")
         lines += [f"  {c.short} {c.subject} ({c.date})" for c in b.candidates]
-        if verify is not None:
-            lines.append(f"range end vs range start: {change_text(verify)}")
+    for v in b.of_kind(StepKind.VERIFY):
+        ok = "verified" if v.likeness == "like bad" else "not verified"
+        lines.append(f"{v.commit.short} vs {v.base.short}: {change_text(v)} ({ok})")
     if b.note:
         lines.append(b.note)
     return lines
