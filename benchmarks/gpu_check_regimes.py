@@ -5,6 +5,7 @@ from perfctl import Timed, regime
 def kernel(size):
     """The project's kernel step on float32 vectors, timed with CUDA events."""
     import kern
+
     from perfctl.regimes.subjects.gpu import open_device
 
     dev = open_device("cupy")
