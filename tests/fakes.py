@@ -82,7 +82,9 @@ class FakeExecutor:
         env = {"PYTHONPATH": str(config.root), REF_VAR: ref}
         return Target(info, Path(sys.executable), config.root, env)
 
-    def probe(self, target: Target, files: Sequence[Path]) -> list[RegimeInfo]:
+    def probe(
+        self, target: Target, files: Sequence[Path], inherit: tuple[str, ...] = ()
+    ) -> list[RegimeInfo]:
         """One RegimeInfo per regime scripted for the target's ref."""
         ref = target.env[REF_VAR]
         if ref in self.broken:

@@ -33,6 +33,7 @@ from perfctl.model import (
     Status,
 )
 from perfctl.regimes import discovery
+from perfctl.render.escape import shell_command
 from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
@@ -265,7 +266,7 @@ def _prepare(
         target = executor.prepare(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(executor, target, files)
+        infos, error = _probe(executor, target, files, config.inherit_environ)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -282,10 +283,10 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
 
 
 def _probe(
-    executor: Executor, target: Target, files: list[Path]
+    executor: Executor, target: Target, files: list[Path], inherit: tuple[str, ...]
 ) -> tuple[dict[str, RegimeInfo], str]:
     try:
-        infos = executor.probe(target, files)
+        infos = executor.probe(target, files, inherit)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -552,7 +553,7 @@ def compare_from_store(
         if runs[s] is None:
             raise StoreError(
                 f"no stored run of {refs[s].ref} ({refs[s].short})",
-                f"measure it with `perfctl compare {base} {head}` first",
+                f"measure it with `{shell_command('perfctl', 'compare', base, head)}` first",
             )
     b_run, h_run = runs["base"], runs["head"]
     assert b_run is not None and h_run is not None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from perfctl.errors import UsageError
 from perfctl.measure import interleave, runner
+from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.executor import PYPERF, DuoSpec, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.model import RegimeInfo
@@ -45,7 +46,9 @@ def _version(python: Path) -> str:
     import subprocess
 
     cmd = [str(python), "-c", "import sys; print(sys.version)"]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    # The environment's .pth files run at start-up: user code, so no secrets.
+    env = scrubbed_env()
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stdout.strip()
 
 
 def write_pyperf(data: SideData, info: RegimeInfo, dest: Path) -> list[Path]:

@@ -73,7 +73,9 @@ class Executor(Protocol):
         """Check out ``ref`` and build (or reuse) its environment."""
         ...
 
-    def probe(self, target: Target, files: Sequence[Path]) -> list[RegimeInfo]:
+    def probe(
+        self, target: Target, files: Sequence[Path], inherit: tuple[str, ...]
+    ) -> list[RegimeInfo]:
         """The regimes the files define in ``target``'s environment."""
         ...
 
@@ -113,11 +115,14 @@ class PyperfExecutor:
 
         return envs.prepare_target(config, ref, rebuild=rebuild, log=log)
 
-    def probe(self, target: Target, files: Sequence[Path]) -> list[RegimeInfo]:
-        """discovery.probe in the target's interpreter."""
+    def probe(
+        self, target: Target, files: Sequence[Path], inherit: tuple[str, ...]
+    ) -> list[RegimeInfo]:
+        """discovery.probe in the target's interpreter (``inherit``: environment names kept)."""
         from perfctl.regimes import discovery
 
-        return discovery.probe(target.python, files, cwd=target.cwd, env=target.env)
+        t = target
+        return discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
 
     def calibrate(self, job: Job, *, min_time: float, timeout: float) -> runner.Outcome:
         """runner.calibrate."""
