@@ -289,14 +289,9 @@ def run_ci(
     dest = artifacts_dir(opts.artifacts or config.root / DEFAULT_ARTIFACTS)
     base = opts.base or default_base(config.root, opts.head, ctx)
     c = compare_refs(
-        config,
-        base,
-        opts.head,
-        regimes=opts.regimes,
-        settings=opts.settings,
-        progress=progress,
-        executor=executor,
-    )
+        config, base, opts.head, regimes=opts.regimes, settings=opts.settings,
+        progress=progress, executor=executor,
+    )  # fmt: skip
     ensure_output_dir(config.reports_dir, dest)
     c = collect_profiles(c, config.root, dest)
     body = render_comment(
