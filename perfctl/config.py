@@ -4,6 +4,8 @@ Known keys (all optional)::
 
     regimes = ["benchmarks/regimes.py"]   # files, dirs, "builtin", "builtin:ipc"
     store = ".perfctl"                    # state dir: store, worktrees, envs
+    store = "postgresql://user@host/db"   # or: a shared PostgreSQL store (state stays
+                                          # in .perfctl); PERFCTL_STORE_URL overrides
     reports = "reports"                   # generated output
     build = "make"                        # custom build command (argv, no shell)
     dependencies = ["numpy"]              # extra packages for each ref's env
@@ -70,6 +72,8 @@ class Config:
     time_budget: float | None = None
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
+    # A postgresql:// URL (may hold a password): never in a repr or a message.
+    store_url: str | None = field(default=None, repr=False)
 
 
 def find_root(start: Path, *, standalone: bool = False) -> Path:
@@ -163,6 +167,16 @@ def _positive(
     return value
 
 
+def _store(table: dict[str, Any], source: Path | None) -> tuple[str, str | None]:
+    """The state directory, and the shared store's URL (``PERFCTL_STORE_URL`` first)."""
+    from perfctl.store import url
+
+    value = _expect(table, "store", str, source) or ".perfctl"
+    if url.is_store_url(value):
+        return ".perfctl", url.from_env() or value
+    return value, url.from_env()
+
+
 def load_config(start: Path | None = None, *, standalone: bool = False) -> Config:
     """Find the project root from ``start`` and read its perfctl configuration.
 
@@ -175,11 +189,13 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
     regimes = _expect(table, "regimes", (list, str), source) or []
     if isinstance(regimes, str):
         regimes = [regimes]
+    state, store_url = _store(table, source)
     return Config(
         root=root,
         source=source,
         regimes=tuple(str(r) for r in regimes),
-        state_dir=root / (_expect(table, "store", str, source) or ".perfctl"),
+        state_dir=root / state,
+        store_url=store_url,
         reports_dir=root / (_expect(table, "reports", str, source) or "reports"),
         build=_expect(table, "build", str, source),
         dependencies=tuple(_expect(table, "dependencies", list, source) or ()),

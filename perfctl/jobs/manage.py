@@ -13,7 +13,7 @@ def stored_runs(project: Path | None) -> tuple[list[Run], Path]:
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    return open_store(config.state_dir).list_runs(), config.state_dir
+    return open_store(config.state_dir, config.store_url).list_runs(), config.state_dir
 
 
 def stored_comparisons(project: Path | None) -> tuple[list[Comparison], Path]:
@@ -22,7 +22,7 @@ def stored_comparisons(project: Path | None) -> tuple[list[Comparison], Path]:
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    return open_store(config.state_dir).list_comparisons(), config.state_dir
+    return open_store(config.state_dir, config.store_url).list_comparisons(), config.state_dir
 
 
 def clean(project: Path | None, *, worktrees: bool, envs: bool, results: bool) -> list[str]:
@@ -42,6 +42,11 @@ def clean(project: Path | None, *, worktrees: bool, envs: bool, results: bool) -
             said.append(f"removed {n} worktree(s)")
         if envs or everything:
             said.append(f"removed {envs_mod.remove_envs(config.state_dir)} environment(s)")
-        if results or everything:
-            said.append(f"removed {open_store(config.state_dir).remove_all()} stored record(s)")
+        if everything and config.store_url:
+            from perfctl.store.url import redact
+
+            said.append(f"kept the shared store {redact(config.store_url)}")
+        elif results or everything:
+            store = open_store(config.state_dir, config.store_url)
+            said.append(f"removed {store.remove_all()} stored record(s)")
     return said

@@ -31,7 +31,7 @@ def write_report(
     _check_choice(comparison_id, last, history)
     if machine is not None and not history:
         raise UsageError("--machine goes with --history", "add --history, or drop --machine")
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     js: PlotlyJs = "cdn" if cdn else "inline"
     if history:
         runs = store.list_runs()

@@ -227,7 +227,7 @@ def load_inputs(config: Config, inputs: Sequence[str]) -> list[Comparison]:
         elif path.is_file():
             out.append(read_comparison_file(path))
         else:
-            out.append(open_store(config.state_dir).load_comparison(item))
+            out.append(open_store(config.state_dir, config.store_url).load_comparison(item))
     return out
 
 
@@ -236,5 +236,5 @@ def merge_inputs(config: Config, inputs: Sequence[str]) -> Comparison:
     from perfctl.store.local import new_id, open_store, utcnow
 
     merged = merge(load_inputs(config, inputs), new_id(), utcnow())
-    open_store(config.state_dir).save_comparison(merged)
+    open_store(config.state_dir, config.store_url).save_comparison(merged)
     return merged

@@ -14,8 +14,8 @@ killed at any moment (SIGKILL included) leaves either the old or the new
 state. The index can always be rebuilt from the JSON files.
 
 The :class:`Store` protocol is the interface; :class:`SqliteStore` is the
-embedded default. A server database (PostgreSQL) for CI fleets would be another
-implementation of the same protocol.
+embedded default, and :class:`perfctl.store.postgres.PostgresStore` (a
+``postgresql://`` URL) the shared one for CI fleets. :func:`open_store` picks.
 """
 
 from __future__ import annotations
@@ -93,6 +93,10 @@ class Store(Protocol):
     def list_comparisons(self) -> list[Comparison]: ...
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None: ...
     def pyperf_path(self, run_id: str, regime: str) -> Path: ...
+    def mark_pending(self, key: str, run_ids: dict[str, str]) -> None: ...
+    def pending(self, key: str) -> dict[str, Run] | None: ...
+    def clear_pending(self, key: str) -> None: ...
+    def remove_all(self) -> int: ...
 
 
 class SqliteStore:
@@ -358,6 +362,10 @@ class SqliteStore:
         return n
 
 
-def open_store(state_dir: Path) -> SqliteStore:
-    """The store under a project's state directory."""
+def open_store(state_dir: Path, url: str | None = None) -> Store:
+    """The project's store: PostgreSQL when ``url`` is given (config or env), else SQLite."""
+    if url:
+        from perfctl.store.postgres import PostgresStore
+
+        return PostgresStore(url, state_dir)
     return SqliteStore(state_dir)
