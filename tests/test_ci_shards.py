@@ -123,3 +123,38 @@ def test_the_fan_in_script_merges_summarises_and_gates(tmp_path: Path) -> None:
     assert [m["comparison"] for m in merged["settings"]["merged_from"]] == ids
     assert "perfctl" in summary.read_text() and "regressed" in summary.read_text().lower()
     assert (tmp_path / "reports" / "ci" / "pr-number.txt").read_text() == "42\n"
+
+
+def test_nightly_history_survives_the_runner_through_the_cache(tmp_path: Path) -> None:
+    """What the plain workflow caches is enough to rebuild the store's history elsewhere."""
+    from perfctl.store.local import SqliteStore
+    from tests.test_report import make_runs
+
+    (tmp_path / "p").mkdir()
+    wf, _, _ = _init(tmp_path / "p", 1)
+    steps = wf["jobs"]["compare"]["steps"]
+    names = [s.get("name") for s in steps]
+    restore, save = (
+        _step(wf["jobs"]["compare"], "Restore the result history"),
+        _step(wf["jobs"]["compare"], "Save the result history"),
+    )
+    assert names.index("Restore the result history") < names.index("Compare")
+    assert names.index("History report") < names.index("Save the result history")
+    assert restore["with"]["path"] == save["with"]["path"]
+    assert restore["with"]["key"] == save["with"]["key"]  # unique per run: never overwritten
+    assert restore["with"]["restore-keys"].strip() == "perfctl-history-"
+    assert "github.event_name != 'pull_request'" in save["if"]
+    assert "env.PERFCTL_STORE_URL == ''" in save["if"]
+    # A nightly runner writes history; the next one gets only the cached paths.
+    first, second = tmp_path / "runner1" / ".perfctl", tmp_path / "runner2" / ".perfctl"
+    store = SqliteStore(first)
+    for run in make_runs(6, 2):
+        store.begin_run(run)
+    store.save_comparison(make_comparison())
+    for rel in restore["with"]["path"].split():
+        src = tmp_path / "runner1" / rel
+        dest = tmp_path / "runner2" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest)
+    assert SqliteStore(second).list_runs() == store.list_runs()
+    assert SqliteStore(second).list_comparisons() == [make_comparison()]
