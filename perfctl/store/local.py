@@ -23,13 +23,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import secrets
 import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +40,9 @@ from perfctl.model import (
     run_from_dict,
     to_dict,
 )
+from perfctl.store.ids import new_id, slug, utcnow
+
+__all__ = ["SqliteStore", "Store", "new_id", "open_store", "slug", "utcnow"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -53,26 +53,6 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE TABLE IF NOT EXISTS comparisons (
     id TEXT PRIMARY KEY, created TEXT, base_sha TEXT, head_sha TEXT);
 """
-
-
-def utcnow() -> str:
-    """The current UTC time, ISO-8601 with seconds."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def new_id() -> str:
-    """A sortable, unique id: UTC timestamp plus random suffix."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def slug(name: str) -> str:
-    """A file-name-safe, collision-free name for a regime."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:80] or "regime"
-    if safe == name:
-        return safe
-    import hashlib
-
-    return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 class Store(Protocol):

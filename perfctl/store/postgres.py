@@ -141,7 +141,7 @@ class PostgresStore:
 
     def pyperf_path(self, run_id: str, regime: str) -> Path:
         """Where a regime's pyperf JSON is copied locally for a run."""
-        from perfctl.store.local import slug
+        from perfctl.store.ids import slug
 
         return self.root / "runs" / run_id / "pyperf" / f"{slug(regime)}.json"
 
@@ -188,7 +188,7 @@ class PostgresStore:
 
     def finish_run(self, run_id: str, status: str) -> Run:
         """Mark a run complete/failed/interrupted and stamp its end time."""
-        from perfctl.store.local import utcnow
+        from perfctl.store.ids import utcnow
 
         run = replace(self.load_run(run_id), status=status, finished=utcnow())
         with self._tx() as db:
