@@ -8,6 +8,7 @@ binaries are not installed (`.ci/run` installs Debian's `postgresql`).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -65,6 +66,10 @@ class PgServer:
         return self.url(name)
 
 
+class ServerMissing(Exception):
+    """The server cannot be started here (the reason is the message)."""
+
+
 def _runner(folder: Path) -> list[str]:
     """The command prefix that runs the server tools as a non-root user when we are root."""
     if os.geteuid() != 0:
@@ -77,7 +82,7 @@ def _runner(folder: Path) -> list[str]:
         for path in (folder, *folder.rglob("*")):
             os.chown(path, entry.pw_uid, entry.pw_gid)
         return ["runuser", "-u", name, "--"]
-    pytest.skip("running as root and neither a `postgres` nor a `nobody` user exists")
+    raise ServerMissing("running as root and neither a `postgres` nor a `nobody` user exists")
 
 
 def _run(cmd: list[str]) -> None:
@@ -86,29 +91,45 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}")
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """One PostgreSQL server for the whole session, stopped (and removed) at the end."""
+@contextlib.contextmanager
+def running_server() -> Iterator[PgServer]:
+    """A fresh PostgreSQL server in a temporary directory, stopped and removed on exit."""
     bin_dir = binaries()
     if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+        raise ServerMissing("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
     # Not under pytest's tmp dir: that is private to root, and the server runs as another user.
     folder = Path(tempfile.mkdtemp(prefix="perfctl-pg-"))
-    folder.chmod(0o755)
-    (folder / "pwfile").write_text(PASSWORD + "\n")
-    (folder / "sock").mkdir()
-    as_user = _runner(folder)
-    data, port = folder / "data", free_port()
-    _run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "-A", "scram-sha-256",
-          f"--pwfile={folder / 'pwfile'}", "-E", "UTF8", "--no-sync"])  # fmt: skip
-    opts = f"-p {port} -k {folder / 'sock'} -c listen_addresses=127.0.0.1 -c fsync=off"
-    ctl = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data)]
-    _run([*ctl, "-o", opts, "-l", str(folder / "log"), "-w", "-t", "60", "start"])
     try:
-        yield PgServer("127.0.0.1", port, USER, PASSWORD)
+        folder.chmod(0o755)
+        (folder / "pwfile").write_text(PASSWORD + "\n")
+        (folder / "sock").mkdir()
+        as_user = _runner(folder)
+        data, port = folder / "data", free_port()
+        _run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "-A",
+              "scram-sha-256", f"--pwfile={folder / 'pwfile'}", "-E", "UTF8", "--no-sync"])  # fmt: skip
+        opts = f"-p {port} -k {folder / 'sock'} -c listen_addresses=127.0.0.1 -c fsync=off"
+        ctl = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data)]
+        _run([*ctl, "-o", opts, "-l", str(folder / "log"), "-w", "-t", "60", "start"])
+        try:
+            yield PgServer("127.0.0.1", port, USER, PASSWORD)
+        finally:
+            subprocess.run([*ctl, "-m", "fast", "-w", "stop"], capture_output=True, timeout=120)
     finally:
-        subprocess.run([*ctl, "-m", "fast", "-w", "stop"], capture_output=True, timeout=120)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the whole session (skipped, saying why, only without one)."""
+    try:
+        server = running_server()
+        started = server.__enter__()
+    except ServerMissing as exc:
+        pytest.skip(str(exc))
+    try:
+        yield started
+    finally:
+        server.__exit__(None, None, None)
 
 
 @pytest.fixture
