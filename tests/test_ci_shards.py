@@ -158,3 +158,31 @@ def test_nightly_history_survives_the_runner_through_the_cache(tmp_path: Path) -
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest)
     assert SqliteStore(second).list_runs() == store.list_runs()
     assert SqliteStore(second).list_comparisons() == [make_comparison()]
+
+
+def test_merge_by_shard_run_takes_the_stored_shards_newest_rerun_first(tmp_path: Path) -> None:
+    from perfctl.model import comparison_from_dict
+    from perfctl.store.local import SqliteStore
+
+    (tmp_path / "perfctl.toml").write_text('regimes = ["bench.py"]\n')
+    ok = {r.name for r in make_comparison().regimes if r.verdict != "failed"}
+    first = {n for n in ok if n.startswith("fam0")}
+    ids = [_shard_file(tmp_path / "a", 1, first), _shard_file(tmp_path / "a", 2, ok - first)]
+    store = SqliteStore(tmp_path / ".perfctl")
+    for k in (1, 2):
+        c = json.loads((tmp_path / "a" / f"perfctl-shard-{k}" / "comparison.json").read_text())
+        store.save_comparison(comparison_from_dict(c))
+    rerun = replace(
+        store.load_comparison(ids[0]), id="20260201T000000-rerun1", created="2026-02-01T00:00:00"
+    )
+    store.save_comparison(rerun)
+    out = run_cli("merge", "--shard-run", "77-1", "--format", "json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    merged = json.loads(out.stdout)
+    assert [m["comparison"] for m in merged["settings"]["merged_from"]] == [rerun.id, ids[1]]
+    assert {r["name"] for r in merged["regimes"]} == ok
+    unknown = run_cli("merge", "--shard-run", "nope", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("Error: no stored shard of sharded run `nope`")
+    nothing = run_cli("merge", cwd=tmp_path)
+    assert nothing.returncode == 2 and nothing.stderr.startswith("Error: nothing to merge")

@@ -320,6 +320,10 @@ def test_shards_from_two_projects_at_once_merge_from_the_store(pg_url: str, tmp_
     verdicts = {r["name"]: r["verdict"] for r in result["regimes"]}
     assert verdicts["slow"] == verdicts["also_slow"] == "regressed"
     assert [m["comparison"] for m in result["settings"]["merged_from"]] == ids
+    # The other runner merges the same shards straight from the shared store.
+    again = run_cli("merge", "--shard-run", "pg1", "--format", "json", cwd=runners[1], env=env)
+    assert again.returncode == 0, again.stderr
+    assert {r["name"]: r["verdict"] for r in json.loads(again.stdout)["regimes"]} == verdicts
     # The other runner's project sees every comparison, the merged one included.
     listed = run_cli("comparisons", "--format", "json", cwd=runners[1], env=env)
     assert {result["id"], *ids} <= {c["id"] for c in json.loads(listed.stdout)}
