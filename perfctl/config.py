@@ -172,9 +172,15 @@ def _store(table: dict[str, Any], source: Path | None) -> tuple[str, str | None]
     from perfctl.store import url
 
     value = _expect(table, "store", str, source) or ".perfctl"
+    env = url.from_env()
+    if env is not None and not url.is_store_url(env):
+        raise ConfigError(
+            f"{url.ENV_VAR} is not a postgresql:// URL ({url.redact(env)})",
+            "set it to postgresql://USER@HOST:PORT/DB, or unset it for the local store",
+        )
     if url.is_store_url(value):
-        return ".perfctl", url.from_env() or value
-    return value, url.from_env()
+        return ".perfctl", env or value
+    return value, env
 
 
 def load_config(start: Path | None = None, *, standalone: bool = False) -> Config:

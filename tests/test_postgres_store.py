@@ -243,6 +243,22 @@ def test_store_url_in_config_env_first_and_never_in_repr(pg_url: str, tmp_path: 
     assert isinstance(store, PostgresStore) and PASSWORD not in repr(store)
 
 
+def test_a_store_url_that_is_no_postgresql_url_is_a_config_error(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    out = run_cli("runs", cwd=root, env={"PERFCTL_STORE_URL": "host=db password=Pw-in-dsn"})
+    assert out.returncode == 2
+    assert out.stderr.startswith("Error: PERFCTL_STORE_URL is not a postgresql:// URL (***)")
+    assert "Pw-in-dsn" not in out.stderr
+
+
+def test_a_missing_database_is_a_usage_error(pg_server: PgServer, tmp_path: Path) -> None:
+    out = run_cli(
+        "runs", cwd=_project(tmp_path), env={"PERFCTL_STORE_URL": pg_server.url("no_such_db")}
+    )
+    assert out.returncode == 2 and out.stderr.startswith("Error: cannot open the store")
+    assert "Hint: create the database and role" in out.stderr and PASSWORD not in out.stderr
+
+
 def test_redaction_covers_the_authority_the_query_and_encoded_forms() -> None:
     url = "postgresql://bob:p%40ss@db.example:5432/perf?sslmode=require&password=q"
     assert redact(url) == "postgresql://bob:***@db.example:5432/perf?sslmode=require&password=***"

@@ -109,6 +109,11 @@ class PostgresStore:
                 f"cannot log in to the store {where}: {detail}",
                 "check the user and password in PERFCTL_STORE_URL (or PGPASSWORD, ~/.pgpass)",
             )
+        if "does not exist" in detail:  # a database or role that is not there: the URL
+            return StoreError(
+                f"cannot open the store {where}: {detail}",
+                "create the database and role, or fix the URL",
+            )
         return StoreUnreachable(
             f"cannot connect to the store {where}: {detail}",
             "check that the server is running and reachable from this machine",

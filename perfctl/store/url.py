@@ -29,6 +29,8 @@ def from_env() -> str | None:
 
 def redact(url: str) -> str:
     """The URL with its password (in the authority or the query) replaced by ``***``."""
+    if "://" not in url:  # not a URL (a key=value DSN?): nothing of it is safe to show
+        return HIDDEN
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
