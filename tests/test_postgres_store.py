@@ -280,6 +280,15 @@ def test_every_store_opened_by_perfctl_is_given_the_url() -> None:
     assert missing == []
 
 
+def test_listings_name_the_shared_store_without_its_password(pg_url: str, tmp_path: Path) -> None:
+    PostgresStore(pg_url, tmp_path).save_comparison(make_comparison())
+    root = _project(tmp_path)
+    out = run_cli("comparisons", cwd=root, env={"PERFCTL_STORE_URL": pg_url})
+    assert out.returncode == 0, out.stderr
+    assert f"1 comparisons in {redact(pg_url)}" in out.stdout + out.stderr
+    assert make_comparison().id in out.stdout and PASSWORD not in out.stdout + out.stderr
+
+
 def test_clean_keeps_a_shared_store(pg_url: str, tmp_path: Path) -> None:
     root = _project(tmp_path)
     env = {"PERFCTL_STORE_URL": pg_url}

@@ -4,25 +4,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfctl.config import Config
 from perfctl.model import Comparison, Run
 
 
-def stored_runs(project: Path | None) -> tuple[list[Run], Path]:
-    """Every stored run (newest first) and the store's directory."""
+def _where(config: Config) -> str:
+    """The store as shown to people: its directory, or its URL without the password."""
+    from perfctl.store.url import redact
+
+    return redact(config.store_url) if config.store_url else str(config.state_dir)
+
+
+def stored_runs(project: Path | None) -> tuple[list[Run], str]:
+    """Every stored run (newest first) and where the store is."""
     from perfctl.config import load_config
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    return open_store(config.state_dir, config.store_url).list_runs(), config.state_dir
+    return open_store(config.state_dir, config.store_url).list_runs(), _where(config)
 
 
-def stored_comparisons(project: Path | None) -> tuple[list[Comparison], Path]:
-    """Every stored comparison (newest first) and the store's directory."""
+def stored_comparisons(project: Path | None) -> tuple[list[Comparison], str]:
+    """Every stored comparison (newest first) and where the store is."""
     from perfctl.config import load_config
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    return open_store(config.state_dir, config.store_url).list_comparisons(), config.state_dir
+    store = open_store(config.state_dir, config.store_url)
+    return store.list_comparisons(), _where(config)
 
 
 def clean(project: Path | None, *, worktrees: bool, envs: bool, results: bool) -> list[str]:
