@@ -109,7 +109,7 @@ class PostgresStore:
                 f"cannot log in to the store {where}: {detail}",
                 "check the user and password in PERFCTL_STORE_URL (or PGPASSWORD, ~/.pgpass)",
             )
-        if "does not exist" in detail:  # a database or role that is not there: the URL
+        if "does not exist" in detail or "invalid" in detail:  # the URL is wrong
             return StoreError(
                 f"cannot open the store {where}: {detail}",
                 "create the database and role, or fix the URL",
