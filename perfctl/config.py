@@ -38,6 +38,7 @@ KNOWN_KEYS = {
     "install",
     "pythonpath",
     "python",
+    "inherit_site_packages",
     "inherit_environ",
     "subjects",
     "threshold",
@@ -64,6 +65,7 @@ class Config:
     install: bool = True
     pythonpath: tuple[str, ...] = ()
     python: str | None = None
+    inherit_site_packages: bool = False
     inherit_environ: tuple[str, ...] = ()
     subjects: dict[str, str] = field(default_factory=dict)
     threshold: float = 0.02
@@ -74,6 +76,11 @@ class Config:
     ci: dict[str, Any] = field(default_factory=dict)
     # A postgresql:// URL (may hold a password): never in a repr or a message.
     store_url: str | None = field(default=None, repr=False)
+
+    @property
+    def outputs(self) -> tuple[Path, ...]:
+        """Folders perfctl writes into the checkout: never the user's changes."""
+        return (self.state_dir, self.reports_dir)
 
 
 def find_root(start: Path, *, standalone: bool = False) -> Path:
@@ -167,20 +174,34 @@ def _positive(
     return value
 
 
-def _store(table: dict[str, Any], source: Path | None) -> tuple[str, str | None]:
-    """The state directory, and the shared store's URL (``PERFCTL_STORE_URL`` first)."""
+def _store(table: dict[str, Any], source: Path | None) -> tuple[str | None, str | None]:
+    """The `store` key when it names a directory, and the shared store's URL (env first)."""
     from perfctl.store import url
 
-    value = _expect(table, "store", str, source) or ".perfctl"
+    value = _expect(table, "store", str, source)
     env = url.from_env()
     if env is not None and not url.is_store_url(env):
         raise ConfigError(
             f"{url.ENV_VAR} is not a postgresql:// URL ({url.redact(env)})",
             "set it to postgresql://USER@HOST:PORT/DB, or unset it for the local store",
         )
-    if url.is_store_url(value):
-        return ".perfctl", env or value
+    if value is not None and url.is_store_url(value):
+        return None, env or value
     return value, env
+
+
+def _store_dir(root: Path, store: str | None, path: Path | None) -> Path:
+    """The state dir: a directory of its own, never the project root or above it.
+
+    perfctl writes a ``.gitignore`` of ``*`` into it and `clean` empties it.
+    """
+    state_dir = root / (store or ".perfctl")
+    if root.resolve().is_relative_to(state_dir.resolve()):
+        raise ConfigError(
+            f"{path}: `store` = {store!r} is the project root or a folder above it",
+            'give perfctl a directory of its own, e.g. store = ".perfctl" (the default)',
+        )
+    return state_dir
 
 
 def load_config(start: Path | None = None, *, standalone: bool = False) -> Config:
@@ -200,7 +221,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         root=root,
         source=source,
         regimes=tuple(str(r) for r in regimes),
-        state_dir=root / state,
+        state_dir=_store_dir(root, state, source),
         store_url=store_url,
         reports_dir=root / (_expect(table, "reports", str, source) or "reports"),
         build=_expect(table, "build", str, source),
@@ -208,6 +229,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         install=bool(table.get("install", True)),
         pythonpath=tuple(_expect(table, "pythonpath", list, source) or ()),
         python=_expect(table, "python", str, source),
+        inherit_site_packages=bool(_expect(table, "inherit_site_packages", bool, source)),
         inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
         subjects=dict(_expect(table, "subjects", dict, source) or {}),
         threshold=_bounded(table, "threshold", source, 0.02, low=0.0, high=1.0, low_ok=True),

@@ -25,6 +25,7 @@ from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
     OK,
     Comparison,
+    Notice,
     RefInfo,
     RegimeInfo,
     RegimeResult,
@@ -32,6 +33,7 @@ from perfctl.model import (
     Status,
 )
 from perfctl.regimes import discovery
+from perfctl.render.escape import shell_command
 from perfctl.store.local import Store, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
@@ -240,7 +242,7 @@ def _attach_runs(
         sides[side].run = prior[side]
     results = {s: {r.name: r for r in prior[s].results} for s in SIDES}
     done = {n: {s: results[s][n] for s in SIDES} for n in results["base"] if n in results["head"]}
-    say(f"resuming an interrupted comparison: {len(done)} regime(s) already measured")
+    say(Notice(f"resuming an interrupted comparison: {len(done)} regime(s) already measured"))
     return done
 
 
@@ -256,11 +258,11 @@ def _prepare(
 
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
-        say(f"building {side} environment for {ref}")
+        say(f"preparing the {side} environment ({ref})")  # envs says whether it builds
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(target, files)
+        infos, error = _probe(target, files, config.inherit_environ)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -276,10 +278,11 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
     return files
 
 
-def _probe(target: Target, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
-    t = target
+def _probe(
+    t: Target, files: list[Path], inherit: tuple[str, ...]
+) -> tuple[dict[str, RegimeInfo], str]:
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)
+        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -431,6 +434,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
         params=info.params,
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
+        clock=info.clock,
     )
 
 
@@ -549,14 +553,15 @@ def compare_from_store(
     settings = settings or DEFAULT
     store = open_store(config.state_dir, config.store_url)
     refs = {
-        s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head), strict=True)
+        s: gitrefs.resolve_ref(config.root, r, outputs=config.outputs)
+        for s, r in zip(SIDES, (base, head), strict=True)
     }
     runs = {s: _latest_run(store, refs[s].sha, refs[s].dirty) for s in SIDES}
     for s in SIDES:
         if runs[s] is None:
             raise StoreError(
                 f"no stored run of {refs[s].ref} ({refs[s].short})",
-                f"measure it with `perfctl compare {base} {head}` first",
+                f"measure it with `{shell_command('perfctl', 'compare', base, head)}` first",
             )
     b_run, h_run = runs["base"], runs["head"]
     assert b_run is not None and h_run is not None
