@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,8 +119,12 @@ _UNIT_TOOLS = frozenset({"git", "uname", "file"})
 
 
 def _names(fn: object) -> set[str]:
-    code = getattr(fn, "__code__", None)
-    return set(code.co_names) if code is not None else set()
+    """Global and attribute names a function uses, comprehensions and inner functions included."""
+    code = getattr(fn, "__code__", fn)
+    if not isinstance(code, types.CodeType):
+        return set()
+    inner = (_names(c) for c in code.co_consts if isinstance(c, types.CodeType))
+    return set(code.co_names).union(*inner)
 
 
 def _starts_processes(item: pytest.Item) -> bool:
