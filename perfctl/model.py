@@ -9,6 +9,7 @@ Durations are always seconds per operation (``*_s``); reports convert to
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -37,6 +38,12 @@ class Status(StrEnum):
     OK = "ok"
     FAILED = "failed"
     SKIPPED = "skipped"
+
+
+def finished_status(results: Iterable[RegimeResult]) -> str:
+    """A finished run's status: ``failed`` when a regime failed, else ``complete``
+    (the same word whichever command measured it)."""
+    return "failed" if any(r.status == Status.FAILED for r in results) else "complete"
 
 
 # The names every stage uses; verdicts in the order reports list them (worst first).

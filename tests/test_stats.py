@@ -529,3 +529,24 @@ def test_busy_machine_warning_names_the_load_against_the_cpus() -> None:
     assert warning is not None
     assert warning.startswith("the machine was busy while measuring (load average up to 4.2 on 2")
     assert busy_warning([None], 2) is None and busy_warning([9.0], None) is None
+
+
+def test_the_fast_rank_test_agrees_with_scipy() -> None:
+    from scipy import stats as sps
+
+    from perfctl.stats.ranks import mann_whitney_asymptotic
+
+    rng = np.random.default_rng(5)
+    for m, n, shift, decimals in [
+        (9, 9, 0.0, 9),
+        (12, 30, 0.3, 9),
+        (40, 40, 0.1, 1),
+        (60, 9, 1, 0),
+    ]:
+        # Rounding makes ties (one decimal: many; none: most values tied).
+        base = np.round(rng.normal(0.0, 1.0, m), decimals)
+        head = np.round(rng.normal(shift, 1.0, n), decimals)
+        want = sps.mannwhitneyu(base, head, alternative="two-sided", method="asymptotic").pvalue
+        assert mann_whitney_asymptotic(base, head) == pytest.approx(float(want), rel=1e-9)
+    tied = np.ones(10)
+    assert mann_whitney_asymptotic(tied, tied) == 1.0

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from perfctl.errors import UsageError
 from perfctl.jobs.compare import CompareSettings
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import Schedule
 from perfctl.model import IMPROVED, Comparison
 
@@ -116,7 +117,13 @@ def _most_improved(c: Comparison) -> str | None:
     return min(improved, key=lambda r: r.change or 0).name if improved else None
 
 
-def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -> DemoResult:
+def run_demo(
+    directory: Path | None,
+    *,
+    quick: bool = False,
+    say: Say = print,
+    executor: Executor = PYPERF,
+) -> DemoResult:
     """Write the project, then compare, profile, report and plan it."""
     from perfctl.config import load_config
     from perfctl.jobs import compare
@@ -126,7 +133,8 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
 
     root = (directory or Path(tempfile.mkdtemp(prefix="perfctl-demo-"))).resolve()
     tags = write_project(root, say)
-    config = load_config(root)
+    # The demo's throw-away project keeps its own store, whatever PERFCTL_STORE_URL says.
+    config = replace(load_config(root), store_url=None)
     settings = demo_settings(quick)
     say(f"comparing {tags[0]} → {tags[-1]}")
     c = compare.compare_refs(
@@ -135,6 +143,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         tags[-1],
         settings=settings,
         progress=say,
+        executor=executor,
     )
     result = DemoResult(root=root, comparison=c)
     c = _profile_most_improved(config, c, (tags[0], tags[-1]), quick, say, result)
@@ -150,16 +159,18 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
             regimes=names,
             settings=settings,
             progress=say,
+            executor=executor,
         )
     result.report = report.render_comparison(
         c, project_root=root, out=config.reports_dir / "comparison.html"
     )
     result.history = report.render_history(
-        open_store(config.state_dir).list_runs(), out=config.reports_dir / "history.html"
+        open_store(config.state_dir, config.store_url).list_runs(),
+        out=config.reports_dir / "history.html",
     )
     plan_path = root / "PLAN.md"
     plan.init_plan(config, plan_path)
-    outcome = plan.update_plan(config, plan_path, measure=True, progress=say)
+    outcome = plan.update_plan(config, plan_path, measure=True, progress=say, executor=executor)
     result.plan = plan_path
     result.missed = list(getattr(outcome, "warnings", ()) or ())
     return result
@@ -194,6 +205,6 @@ def _profile_most_improved(
             for r in c.regimes
         ),
     )
-    open_store(config.state_dir).save_comparison(c)
+    open_store(config.state_dir, config.store_url).save_comparison(c)
     result.comparison = c
     return c

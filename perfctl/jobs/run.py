@@ -11,9 +11,9 @@ from pathlib import Path
 from perfctl import __version__
 from perfctl.config import Config
 from perfctl.measure import procs, runner
-from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status
+from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status, finished_status
 from perfctl.regimes import discovery
-from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
+from perfctl.store.local import Store, new_id, open_store, utcnow
 
 Progress = Callable[[str, int, int], None]
 
@@ -103,22 +103,24 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
     files = discovery.regime_files(config, options.regimes)
     env = {**target.env, **subjects_env(config, options.subjects)}
     infos = discovery.select(
-        discovery.probe(target.python, files, cwd=target.cwd, env=env),
+        discovery.probe(
+            target.python, files, cwd=target.cwd, env=env, inherit=config.inherit_environ
+        ),
         options.globs,
         options.family,
     )
     worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     settings = {"precision": options.precision.name, **options.precision.__dict__}
     with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)
         store.begin_run(run)
         _measure_all(store, run, worker, infos, options.precision, config, progress)
-        return store.finish_run(run.id)  # `failed` when a regime failed, as from `compare`
+        return store.finish_run(run.id, finished_status(store.load_run(run.id).results))
 
 
 def _measure_all(
-    store: SqliteStore,
+    store: Store,
     run: Run,
     worker: runner.Worker,
     infos: list[RegimeInfo],

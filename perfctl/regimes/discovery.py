@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from perfctl.config import Config
 from perfctl.errors import ConfigError, RegimeLoadError, UsageError
 from perfctl.measure import procs
+from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
 
@@ -85,16 +86,25 @@ def join_files(files: Sequence[Path]) -> str:
 
 
 def probe(
-    python: Path, files: Sequence[Path], *, cwd: Path, env: dict[str, str] | None = None
+    python: Path,
+    files: Sequence[Path],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    inherit: Sequence[str] = (),
 ) -> list[RegimeInfo]:
-    """Import the files in a worker of ``python`` and return their regimes."""
+    """Import the files in a worker of ``python`` and return their regimes.
+
+    The probe runs user code, so it gets the workers' scrubbed environment:
+    ``env`` and the variables named in ``inherit`` (``inherit_environ``), no more.
+    """
     cmd = [str(python), str(WORKERS / "probe.py"), *map(str, files)]
     try:
         # Its own process group: a probe that times out takes its children with it.
         proc = procs.run(
             cmd,
             cwd=cwd,
-            env={**os.environ, **(env or {})},
+            env=scrubbed_env(inherit, env),
             timeout=PROBE_TIMEOUT,
         )
     except subprocess.TimeoutExpired as exc:

@@ -14,21 +14,18 @@ killed at any moment (SIGKILL included) leaves either the old or the new
 state. The index can always be rebuilt from the JSON files.
 
 The :class:`Store` protocol is the interface; :class:`SqliteStore` is the
-embedded default. A server database (PostgreSQL) for CI fleets would be another
-implementation of the same protocol.
+embedded default, and :class:`perfctl.store.postgres.PostgresStore` (a
+``postgresql://`` URL) the shared one for CI fleets. :func:`open_store` picks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import re
-import secrets
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -38,11 +35,14 @@ from perfctl.model import (
     Comparison,
     RegimeResult,
     Run,
-    Status,
     comparison_from_dict,
     run_from_dict,
     to_dict,
 )
+from perfctl.store.ids import new_id, slug, utcnow
+
+__all__ = ["SqliteStore", "Store", "new_id", "open_store", "slug", "utcnow"]
+
 from perfctl.store import repair
 
 T = TypeVar("T")
@@ -64,26 +64,6 @@ CREATE TABLE IF NOT EXISTS comparisons (
 """
 
 
-def utcnow() -> str:
-    """The current UTC time, ISO-8601 with seconds."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def new_id() -> str:
-    """A sortable, unique id: UTC timestamp plus random suffix."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def slug(name: str) -> str:
-    """A file-name-safe, collision-free name for a regime."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:80] or "regime"
-    if safe == name:
-        return safe
-    import hashlib
-
-    return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-
-
 class Store(Protocol):
     """What every store backend provides."""
 
@@ -93,7 +73,7 @@ class Store(Protocol):
     def save_result(
         self, run_id: str, result: RegimeResult, pyperf_json: Path | None
     ) -> RegimeResult: ...
-    def finish_run(self, run_id: str, status: str | None = None) -> Run: ...
+    def finish_run(self, run_id: str, status: str) -> Run: ...
     def load_run(self, run_id: str) -> Run: ...
     def list_runs(self) -> list[Run]: ...
     def save_comparison(self, comparison: Comparison) -> None: ...
@@ -102,6 +82,10 @@ class Store(Protocol):
     def list_comparisons(self) -> list[Comparison]: ...
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None: ...
     def pyperf_path(self, run_id: str, regime: str) -> Path: ...
+    def mark_pending(self, key: str, run_ids: dict[str, str]) -> None: ...
+    def pending(self, key: str) -> dict[str, Run] | None: ...
+    def clear_pending(self, key: str) -> None: ...
+    def remove_all(self) -> int: ...
 
 
 class SqliteStore:
@@ -184,17 +168,9 @@ class SqliteStore:
         self._index(lambda db: db.execute("INSERT OR REPLACE INTO results VALUES (?,?,?,?)", row))
         return result
 
-    def finish_run(self, run_id: str, status: str | None = None) -> Run:
-        """Mark a run finished and stamp its end time.
-
-        Without ``status``: ``failed`` when a regime failed, else ``complete``
-        (the same word whichever command measured it).
-        """
-        run = self.load_run(run_id)
-        if status is None:
-            failed = any(r.status == Status.FAILED for r in run.results)
-            status = Status.FAILED if failed else "complete"
-        run = replace(run, status=status, finished=utcnow())
+    def finish_run(self, run_id: str, status: str) -> Run:
+        """Mark a run complete/failed/interrupted and stamp its end time."""
+        run = replace(self.load_run(run_id), status=status, finished=utcnow())
         self._write_run(run)
         return run
 
@@ -368,13 +344,46 @@ class SqliteStore:
             (self.root / "pending" / f"{key}.json").unlink()
 
     def remove_all(self) -> int:
-        """Delete every stored run and comparison; returns how many were removed."""
-        n = len(self._ids("runs")) + len(self._ids("comparisons"))
+        """Delete the runs and comparisons perfctl stored, nothing else; how many.
+
+        Only what perfctl's records list goes: a run folder whose run.json is a
+        run of that id, a comparison file holding that comparison, pending
+        markers, the index. Anything else in the folders stays, and so do they.
+        """
+        runs = [i for i in self._ids("runs") if self._owned("runs", i)]
+        comps = [i for i in self._ids("comparisons") if self._owned("comparisons", i)]
+        for ident in runs:
+            shutil.rmtree(self._run_dir(ident), ignore_errors=True)
+        for ident in comps:
+            (self.root / "comparisons" / f"{ident}.json").unlink(missing_ok=True)
+        for path in (self.root / "pending").glob("*.json"):
+            if self._pending_ids(path) is not None:
+                path.unlink()
         for kind in ("runs", "comparisons", "pending"):
-            shutil.rmtree(self.root / kind, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                (self.root / kind).rmdir()  # only when nothing else is left in it
         with contextlib.suppress(OSError):
             self._db_path.unlink()
-        return n
+        return len(runs) + len(comps)
+
+    def _owned(self, kind: str, ident: str) -> bool:
+        try:
+            if kind == "runs":
+                data = json.loads((self._run_dir(ident) / "run.json").read_text(encoding="utf-8"))
+                return run_from_dict(data).id == ident
+            path = self.root / kind / f"{ident}.json"
+            return comparison_from_dict(json.loads(path.read_text(encoding="utf-8"))).id == ident
+        except (OSError, StoreError, ValueError, KeyError, TypeError):
+            return False
+
+    @staticmethod
+    def _pending_ids(path: Path) -> dict[str, str] | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        ok = isinstance(data, dict) and all(isinstance(v, str) for v in data.values())
+        return data if ok else None
 
 
 def _index_run(db: sqlite3.Connection, run: Run) -> None:
@@ -387,6 +396,10 @@ def _index_comparison(db: sqlite3.Connection, c: Comparison) -> None:
     db.execute("INSERT OR REPLACE INTO comparisons VALUES (?,?,?,?)", row)
 
 
-def open_store(state_dir: Path) -> SqliteStore:
-    """The store under a project's state directory."""
+def open_store(state_dir: Path, url: str | None = None) -> Store:
+    """The project's store: PostgreSQL when ``url`` is given (config or env), else SQLite."""
+    if url:
+        from perfctl.store.postgres import PostgresStore
+
+        return PostgresStore(url, state_dir)
     return SqliteStore(state_dir)
