@@ -98,7 +98,7 @@ class SqliteStore:
     # -- plumbing -----------------------------------------------------------
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        with self._writing():
+        with repair.writing(self.root):
             self.root.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self._db_path, timeout=30)
         try:
@@ -126,14 +126,6 @@ class SqliteStore:
             self._ids(kind, rebuild=False)
         return self._index(fn, rebuild=False)
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """A store that cannot be written (read-only, full disk) is a usage error."""
-        try:
-            yield
-        except OSError as exc:
-            raise repair.unwritable(self.root, exc) from exc
-
     def _run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
 
@@ -142,7 +134,7 @@ class SqliteStore:
         return self._run_dir(run_id) / "pyperf" / f"{slug(regime)}.json"
 
     def _write_run(self, run: Run) -> None:
-        with self._writing():
+        with repair.writing(self.root):
             text = json.dumps(to_dict(run), indent=1, sort_keys=True)
             atomic_write_text(self._run_dir(run.id) / "run.json", text)
         self._index(lambda db: _index_run(db, run))
@@ -159,7 +151,7 @@ class SqliteStore:
         run = self.load_run(run_id)
         if pyperf_json is not None and pyperf_json.exists():
             dest = self.pyperf_path(run_id, result.name)
-            with self._writing():
+            with repair.writing(self.root):
                 atomic_copy(pyperf_json, dest)
             result = replace(result, pyperf_file=str(dest.relative_to(self.root)))
         others = tuple(r for r in run.results if r.name != result.name)
@@ -198,7 +190,7 @@ class SqliteStore:
                 "or widen --regime/--family",
             )
         path = self.root / "comparisons" / f"{comparison.id}.json"
-        with self._writing():
+        with repair.writing(self.root):
             atomic_write_text(path, json.dumps(to_dict(comparison), indent=1, sort_keys=True))
         self._index(lambda db: _index_comparison(db, comparison))
 

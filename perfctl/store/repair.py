@@ -14,6 +14,7 @@ import contextlib
 import os
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from perfctl.errors import StoreError
@@ -29,6 +30,15 @@ def unwritable(root: Path, exc: OSError) -> StoreError:
         f"cannot write to the store {root}: {exc.strerror or exc}",
         "make it writable (or free disk space), or point [tool.perfctl] store at a writable folder",
     )
+
+
+@contextlib.contextmanager
+def writing(root: Path) -> Iterator[None]:
+    """Writing into the store: an OSError becomes :func:`unwritable` (exit 2)."""
+    try:
+        yield
+    except OSError as exc:
+        raise unwritable(root, exc) from exc
 
 
 def warn(message: str) -> None:
