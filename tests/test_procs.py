@@ -17,9 +17,12 @@ from perfctl.measure import procs
 from perfctl.regimes import discovery
 from tests.conftest import GitRepo
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux-only"
-)
+pytestmark = [
+    pytest.mark.cli,  # real processes throughout
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux-only"
+    ),
+]
 
 
 def alive(pid: int) -> bool:

@@ -14,6 +14,9 @@ from perfctl.jobs.compare import settings_for
 from perfctl.regimes import discovery
 from tests.conftest import run_cli
 
+# Each test probes a regimes file in a real subprocess.
+pytestmark = pytest.mark.cli
+
 HEADER = "import math\nfrom perfctl import regime\n\n"
 
 

@@ -14,6 +14,8 @@ from perfctl.measure.interleave import SIDES, SideData
 from perfctl.model import RegimeInfo
 from tests.conftest import GitRepo, run_cli
 
+pytestmark = pytest.mark.cli  # real worker processes
+
 REGIMES = """\
 import os, signal
 from perfctl import regime
