@@ -150,3 +150,9 @@ def ensure_output_dir(reports_dir: Path, folder: Path) -> None:
         reports_dir.mkdir(parents=True, exist_ok=True)
         (reports_dir / ".gitignore").write_text(OUTPUT_GITIGNORE, encoding="utf-8")
     folder.mkdir(parents=True, exist_ok=True)
+
+
+def read_prefix(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes from the start of a file (a device or FIFO is never read whole)."""
+    with open(path, "rb") as fh:
+        return fh.read(limit)

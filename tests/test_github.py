@@ -679,7 +679,9 @@ def test_cli_usage_errors(project: Path, fake_github: FakeGitHub, tmp_path: Path
 def test_cli_body_file_reads_are_capped(project: Path, fake_github: FakeGitHub) -> None:
     out = comment_cli(project, fake_github, "--body-file", "/dev/zero")
     assert out.returncode == 2, out.stderr
-    assert "Error: /dev/zero holds more than 262,144 bytes" in out.stderr
+    assert (
+        "Error: /dev/zero holds over 262,1" in out.stderr and "GitHub accepts 65,536" in out.stderr
+    )
     assert "Hint:" in out.stderr and fake_github.log == []
 
 

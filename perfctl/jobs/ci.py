@@ -386,25 +386,19 @@ def absolute_artifacts(c: Comparison, root: Path) -> Comparison:
 
 def read_body_file(path: Path, mark: str) -> str:
     """A pre-rendered body with the marker as its first line, within GitHub's limit."""
+    from perfctl.files import read_prefix
     from perfctl.render.comment import GITHUB_LIMIT, github_length, with_marker
 
-    # Read no more than a body GitHub could accept (4 bytes a character at most),
-    # so `--body-file /dev/zero` or a huge file is refused, not read into memory.
-    cap = 4 * GITHUB_LIMIT
+    cap = 4 * GITHUB_LIMIT  # bytes; more cannot fit, so /dev/zero is never read whole
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(cap + 1)
-        if len(raw) > cap:
-            raise UsageError(
-                f"{path} holds more than {cap:,} bytes; GitHub accepts {GITHUB_LIMIT:,} characters",
-                "post the comparison instead: perfctl truncates its own bodies to fit",
-            )
-        body = with_marker(raw.decode("utf-8"), mark)
+        raw = read_prefix(path, cap + 1)
+        body = with_marker(raw.decode("utf-8", "replace" if len(raw) > cap else "strict"), mark)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}", "check the path") from exc
-    if github_length(body) > GITHUB_LIMIT:
+    if len(raw) > cap or github_length(body) > GITHUB_LIMIT:
         raise UsageError(
-            f"{path} holds {github_length(body):,} characters; GitHub accepts {GITHUB_LIMIT:,}",
+            f"{path} holds {'over ' * (len(raw) > cap)}{github_length(body):,} characters; "
+            f"GitHub accepts {GITHUB_LIMIT:,}",
             "post the comparison instead: perfctl truncates its own bodies to fit",
         )
     return body
