@@ -17,6 +17,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from perfctl.errors import UsageError
 
@@ -156,3 +157,19 @@ def read_prefix(path: Path, limit: int) -> bytes:
     """At most ``limit`` bytes from the start of a file (a device or FIFO is never read whole)."""
     with open(path, "rb") as fh:
         return fh.read(limit)
+
+
+BY_STAT_BYTES = 32 * 2**20  # bigger files count by size and mtime, not content
+
+
+def feed_file(digest: Any, path: Path) -> None:
+    """Feed one file to ``digest``: its content in chunks, or its stat when big."""
+    with contextlib.suppress(OSError):
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode())
+        elif path.is_file() and (st := path.stat()).st_size > BY_STAT_BYTES:
+            digest.update(f"stat:{st.st_size}:{st.st_mtime_ns}".encode())
+        elif path.is_file():
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(2**20), b""):
+                    digest.update(chunk)

@@ -27,12 +27,12 @@ import re
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import git
 from git import exc as gitexc
 
 from perfctl.errors import GitError
+from perfctl.files import feed_file
 from perfctl.model import RefInfo
 from perfctl.store.lock import project_lock
 
@@ -365,22 +365,6 @@ def _untracked(repo: git.Repo, everything: bool, spec: Sequence[str] = ()) -> li
     return sorted(name for name in bytes(out).split(b"\0") if name)
 
 
-BY_STAT_BYTES = 32 * 2**20  # bigger untracked files count by size and mtime, not content
-
-
-def _hash_content(digest: Any, path: Path) -> None:
-    """Feed one untracked file to ``digest``: its content in chunks, or its stat when big."""
-    with contextlib.suppress(OSError):
-        if path.is_symlink():
-            digest.update(os.readlink(path).encode())
-        elif path.is_file() and (st := path.stat()).st_size > BY_STAT_BYTES:
-            digest.update(f"stat:{st.st_size}:{st.st_mtime_ns}".encode())
-        elif path.is_file():
-            with open(path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(2**20), b""):
-                    digest.update(chunk)
-
-
 def worktree_fingerprint(root: Path, outputs: Sequence[Path] = ()) -> str:
     """A short hash of the checkout's uncommitted state (diff to HEAD + untracked files),
     perfctl's own ``outputs`` left out."""
@@ -400,6 +384,6 @@ def _fingerprint(repo: git.Repo, spec: list[str]) -> str:
     # Without a HEAD there is no diff: hash every file git would track.
     for name in _untracked(repo, not head, spec):
         digest.update(name + b"\0")
-        _hash_content(digest, top / os.fsdecode(name))
+        feed_file(digest, top / os.fsdecode(name))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
