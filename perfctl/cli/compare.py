@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import typer
 
 from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
-from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
+from perfctl.cli.measure import (
+    GlobOpt,
+    LockWaitOpt,
+    Measure,
+    MeasureOpt,
+    RegimesOpt,
+    SubjectOpt,
+    parse_subjects,
+)
 from perfctl.errors import EXIT_REGRESSION, UsageError
 from perfctl.jobs.shard import parse_shard
 from perfctl.model import Comparison
@@ -100,6 +108,7 @@ def compare_cmd(
             "single-threaded regimes that wait on nothing).",
         ),
     ] = Clock.wall,
+    measure: MeasureOpt = Measure.time,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -148,6 +157,10 @@ def compare_cmd(
     from perfctl.config import load_config
     from perfctl.jobs import compare
 
+    if measure == Measure.instructions:
+        from perfctl.measure.counters import require_valgrind
+
+        require_valgrind()  # before any environment is built
     config = load_config(project)
     settings = compare.settings_for(
         config=config,
@@ -164,6 +177,7 @@ def compare_cmd(
         seed=seed,
         pairing=pairing.value,
         clock=clock.value,
+        measure=measure.value,
         shard=parse_shard(shard, shard_run) if shard else None,
         confirm=confirm,
         rebuild=rebuild,

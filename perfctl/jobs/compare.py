@@ -90,6 +90,7 @@ def settings_for(
     seed: int = 0,
     pairing: str = "process",
     clock: str = "wall",
+    measure: str = "time",
     **kw: object,
 ) -> CompareSettings:
     """The settings chosen by flags: a preset, then config keys, then flags win.
@@ -116,6 +117,11 @@ def settings_for(
             "same-process pairing needs install = false (both refs run from source)",
             "use --pairing process (the default) for this project",
         )
+    if measure != "time":
+        # Counters: their own band (0.5%) and process count; --threshold/--rounds still win.
+        from perfctl.measure.counters import counter_settings
+
+        threshold, rounds, max_rounds = counter_settings(pairing, threshold, rounds, max_rounds)
     if config is not None:
         if not (fast or rigorous):
             rounds = rounds if rounds is not None else config.rounds
@@ -137,6 +143,7 @@ def settings_for(
         seed=seed,
         pairing=pairing,
         clock=clock,
+        measure=measure,
         threshold=threshold if threshold is not None else sched.threshold,
     )
     return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)  # type: ignore[arg-type]
@@ -342,7 +349,13 @@ def _measure_regime(
         say(f"{name}: round {r}")
 
     with interleave.workdir() as tmp:
-        if paired:
+        if settings.schedule.measure != "time":
+            from perfctl.measure import counters
+
+            data = counters.measure_pair(
+                workers, info, settings.schedule, logs, Path(tmp), say_round
+            )
+        elif paired:
             data = _measure_same_process(workers, info, settings, logs, Path(tmp), clear, say_round)
         else:
             data = interleave.measure_pair(
@@ -420,8 +433,9 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if d.ok else Status.FAILED,
+        status=OK if d.ok else Status.SKIPPED if d.skipped else Status.FAILED,
         ops=info.ops,
+        unit=d.unit,
         processes=tuple(d.processes),
         order=tuple(d.order),
         reason=d.reason,

@@ -129,7 +129,8 @@ def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, f
 def _cv(x: np.ndarray) -> float:
     # One process cannot show spread; 0.0 keeps records JSON-clean, and the
     # n_min rule of decide() refuses such sides anyway.
-    if x.size < 2:
+    # A mean of 0 (a counter: no blocks allocated) has no relative spread either.
+    if x.size < 2 or np.mean(x) == 0:
         return 0.0
     return float(np.std(x, ddof=1) / np.mean(x))
 

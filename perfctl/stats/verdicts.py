@@ -86,8 +86,8 @@ def decide_all(
     process, so the change comes from the paired analysis of the per-process
     ratios (:mod:`perfctl.stats.paired`) and their spread is the noise judged.
     """
+    from perfctl.stats import counters, paired
     from perfctl.stats import decision as stats
-    from perfctl.stats import paired
 
     rows: dict[str, RegimeComparison] = {}
     tested: dict[str, stats.Change] = {}
@@ -108,11 +108,19 @@ def decide_all(
             metrics_head=h.metrics,
             base=_side_stats(results, name, "base", seed),
             head=_side_stats(results, name, "head", seed),
+            unit=b.unit if b.status == OK else h.unit,
         )
+        if b.unit != h.unit and b.status == OK and h.status == OK:
+            reason = f"base measured {b.unit}, head {h.unit}: not comparable"
+            rows[name] = RegimeComparison(name=name, verdict=FAILED, reason=reason, **common)
+            continue
         if b.status != OK or h.status != OK or not b.processes or not h.processes:
             rows[name] = _unmeasured(name, b, h, common)
             continue
-        if pairing == "same-process":
+        if b.unit != "s":
+            # Counters (instructions, blocks): a t interval, as 3 processes a side must do.
+            tested[name] = counters.compare_counts(b.processes, h.processes)
+        elif pairing == "same-process":
             tested[name] = paired.compare_paired(b.processes, h.processes)
             noise[name] = paired.ratio_cv(b.processes, h.processes)
         else:
