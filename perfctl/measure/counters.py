@@ -31,7 +31,7 @@ from pathlib import Path
 from statistics import median
 
 from perfctl.errors import ProfilerUnavailable
-from perfctl.measure import runner
+from perfctl.measure import memory, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData, round_order
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
@@ -151,21 +151,23 @@ def instructions_sample(
             return got
         counts.append(got)
     per_op = (counts[1] - counts[0]) / (loops * info.ops)
-    return Sample(ok=True, value=per_op, metrics={"instructions_per_op": per_op})
+    return Sample(ok=True, value=per_op)
 
 
 def sample(
     measure: str, worker: runner.Worker, info: RegimeInfo, loops: int, tmp: Path, log: Path
 ) -> Sample:
     """One process's value of ``measure`` (``tmp`` is this process's own scratch folder)."""
-    from perfctl.measure import memory
-
     tmp.mkdir(parents=True, exist_ok=True)
     timeout = info.timeout or runner.DEFAULT_TIMEOUT
     if measure == "instructions":
         return instructions_sample(worker, info, loops, tmp, log, timeout)
-    cmd = [*worker_cmd(worker, info, "memory", loops), "--out", str(tmp / "memory.json")]
-    return memory.memory_sample(cmd, worker, counter_env(worker), tmp, log, timeout)
+    out = tmp / "memory.json"
+    cmd = [*worker_cmd(worker, info, "memory", loops), "--out", str(out)]
+    got = memory.memory_figures(cmd, worker, counter_env(worker), out, log, timeout)
+    if isinstance(got, str):
+        return Sample(ok=False, reason=got)
+    return Sample(ok=True, value=got[memory.VALUE], metrics=got)
 
 
 def loops_for(workers: list[runner.Worker], info: RegimeInfo, log: Path) -> tuple[int, str]:

@@ -21,18 +21,15 @@ import json
 from pathlib import Path
 
 from perfctl.measure import runner
-from perfctl.measure.counters import Sample
 
 VALUE = "alloc_blocks_per_op"  # the figure verdicts are given on
 
 
-def memory_sample(
-    cmd: list[str], worker: runner.Worker, env: dict[str, str], tmp: Path, log: Path, timeout: float
-) -> Sample:
-    """Run one memory worker process and read its figures."""
-    out = tmp / "memory.json"
+def memory_figures(
+    cmd: list[str], worker: runner.Worker, env: dict[str, str], out: Path, log: Path, timeout: float
+) -> dict[str, float] | str:
+    """Run one memory worker process (writing ``out``): its figures, or why it failed."""
     rc = runner.spawn(cmd, cwd=worker.cwd, env=env, log=log, timeout=timeout)
     if rc != 0 or not out.exists():
-        return Sample(ok=False, reason=runner.failure_reason(log, rc, timeout))
-    figures = {k: float(v) for k, v in json.loads(out.read_text()).items()}
-    return Sample(ok=True, value=figures[VALUE], metrics=figures)
+        return runner.failure_reason(log, rc, timeout)
+    return {k: float(v) for k, v in json.loads(out.read_text()).items()}

@@ -150,7 +150,8 @@ def format_run_table(run: Run) -> Any:
             )
             continue
         unit = row["unit"]
-        iqr = f"{fmt_value(row['q1_s'], unit)} – {fmt_value(row['q3_s'], unit)}"
+        q1, q3 = (fmt_value(row[k], unit).removesuffix(f" {unit}") for k in ("q1_s", "q3_s"))
+        iqr = f"{q1} – {q3}"
         ops = f"{row['ops_per_s']:,.0f}" if row["ops_per_s"] and unit == "s" else "—"
         shown = ", ".join(f"{k}={v:.4g}" for k, v in row["metrics"].items())
         note = "; ".join(x for x in (row["warning"], shown) if x)
