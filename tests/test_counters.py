@@ -183,8 +183,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     return r
 
 
-def _compare(repo: GitRepo, measure: str) -> dict[str, dict]:
-    proc = run_cli("compare", "c1", "c2", "--measure", measure, "--format", "json", cwd=repo.path)
+def _compare(repo: GitRepo, measure: str, *extra: str) -> dict[str, dict]:
+    proc = run_cli(
+        "compare", "c1", "c2", "--measure", measure, *extra, "--format", "json", cwd=repo.path
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["threshold"] == 0.005 and data["settings"]["measure"] == measure
@@ -192,14 +194,15 @@ def _compare(repo: GitRepo, measure: str) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 12 callgrind processes: minutes on a loaded 2-core VM
 @needs_valgrind
-def test_compare_instructions_regressed_and_unchanged(repo: GitRepo) -> None:
-    rows = _compare(repo, "instructions")
+def test_compare_instructions_regressed(repo: GitRepo) -> None:
+    # One regime only: A/A agreement is checked by the `run` test above, more cheaply.
+    rows = _compare(repo, "instructions", "--regime", "work")
     assert rows["work"]["verdict"] == "regressed", rows["work"]["reason"]
     assert rows["work"]["unit"] == "instructions/op"
     assert len(rows["work"]["base_values"]) == 3
     assert 1.5 < rows["work"]["change"] + 1 < 2.2  # twice the squarings, more appends
-    assert rows["steady"]["verdict"] == "no change", rows["steady"]["reason"]
     table = run_cli("compare", "c1", "c2", "--from-store", cwd=repo.path)
     assert "instructions/op" in table.stdout
 
@@ -212,3 +215,35 @@ def test_compare_memory_detects_one_more_block_per_op(repo: GitRepo) -> None:
     assert work["metrics_base"]["alloc_blocks_per_op"] == 1.0
     assert work["metrics_head"]["alloc_blocks_per_op"] == 2.0
     assert rows["steady"]["verdict"] == "no change", rows["steady"]["reason"]
+
+
+def test_tables_name_the_unit_and_the_test() -> None:
+    from perfctl.model import OK, Comparison, Machine, RefInfo, RegimeResult
+    from perfctl.render.tables import format_compare_markdown
+    from perfctl.stats.verdicts import decide_all
+
+    sides = {
+        s: RegimeResult("r", "f", OK, processes=((v,),) * 3, unit="instructions/op")
+        for s, v in (("base", 12345.0), ("head", 24690.0))
+    }
+    row = decide_all({"r": sides}, threshold=0.005, alpha=0.05)[0]
+    assert row.verdict == "regressed" and row.unit == "instructions/op"
+    machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+    c = Comparison(
+        "id", "now", RefInfo("a", "1" * 40), RefInfo("b", "2" * 40), machine, (row,),
+        settings={"measure": "instructions"}, threshold=0.005,
+    )  # fmt: skip
+    md = format_compare_markdown(c)
+    assert "| r | 12,345 instructions/op | 24,690 instructions/op | +100.0%" in md
+    assert "Welch's t on per-process instructions counts" in md and "±0.5%" in md
+
+
+def test_a_time_run_against_a_counter_run_is_not_compared() -> None:
+    from perfctl.model import OK, RegimeResult
+    from perfctl.stats.verdicts import decide_all
+
+    base = RegimeResult("r", "f", OK, processes=((1e-6,),) * 3)
+    head = RegimeResult("r", "f", OK, processes=((5000.0,),) * 3, unit="instructions/op")
+    row = decide_all({"r": {"base": base, "head": head}}, threshold=0.02, alpha=0.05)[0]
+    assert row.verdict == "failed"
+    assert row.reason == "base measured s, head instructions/op: not comparable"

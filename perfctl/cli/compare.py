@@ -227,15 +227,10 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
         metrics = render.format_metrics_table(c)
         if metrics is not None:
             console.print(metrics)
-        test = (
-            "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
-            if c.settings.get("pairing") == "same-process"
-            else "Mann–Whitney U on per-process means"
-        )
         err.print(
-            f"Verdicts: {test}, Benjamini–Hochberg corrected "
+            f"Verdicts: {render.verdict_test(c)}, Benjamini–Hochberg corrected "
             f"across {len(c.regimes)} regimes; change CI must clear ±"
-            f"{c.threshold * 100:.0f}%."
+            f"{c.threshold * 100:g}%."
         )
         for w in c.warnings:
             err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")

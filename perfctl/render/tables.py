@@ -286,6 +286,20 @@ def format_metrics_table(c: Comparison) -> Any:
     return table
 
 
+def verdict_test(c: Comparison) -> str:
+    """The test the comparison's verdicts rest on, in words."""
+    if c.settings.get("measure", "time") != "time":
+        return f"Welch's t on per-process {c.settings['measure']} counts"
+    if c.settings.get("pairing") == "same-process":
+        return "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
+    return "Mann–Whitney U on per-process means"
+
+
+def _estimator(c: Comparison) -> str:
+    counted = c.settings.get("measure", "time") != "time"
+    return "relative change of the means" if counted else "Hodges–Lehmann change"
+
+
 def format_compare_markdown(c: Comparison) -> str:
     """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
     lines = [
@@ -302,8 +316,8 @@ def format_compare_markdown(c: Comparison) -> str:
         )
     lines += [
         "",
-        f"_Verdicts: Mann–Whitney U on per-process means, {md_escape(c.correction)} "
-        f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
+        f"_Verdicts: {verdict_test(c)}, {md_escape(c.correction)} "
+        f"corrected (α = {c.alpha}), {_estimator(c)} with 95% CI, noise band ±"
         f"{c.threshold * 100:g}%._",
     ]
     metrics = metric_rows(c)
