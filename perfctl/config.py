@@ -36,6 +36,7 @@ KNOWN_KEYS = {
     "install",
     "pythonpath",
     "python",
+    "inherit_site_packages",
     "inherit_environ",
     "subjects",
     "threshold",
@@ -62,6 +63,7 @@ class Config:
     install: bool = True
     pythonpath: tuple[str, ...] = ()
     python: str | None = None
+    inherit_site_packages: bool = False
     inherit_environ: tuple[str, ...] = ()
     subjects: dict[str, str] = field(default_factory=dict)
     threshold: float = 0.02
@@ -70,6 +72,11 @@ class Config:
     time_budget: float | None = None
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outputs(self) -> tuple[Path, ...]:
+        """Folders perfctl writes into the checkout: never the user's changes."""
+        return (self.state_dir, self.reports_dir)
 
 
 def find_root(start: Path, *, standalone: bool = False) -> Path:
@@ -186,6 +193,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         install=bool(table.get("install", True)),
         pythonpath=tuple(_expect(table, "pythonpath", list, source) or ()),
         python=_expect(table, "python", str, source),
+        inherit_site_packages=bool(_expect(table, "inherit_site_packages", bool, source)),
         inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
         subjects=dict(_expect(table, "subjects", dict, source) or {}),
         threshold=_bounded(table, "threshold", source, 0.02, low=0.0, high=1.0, low_ok=True),

@@ -27,3 +27,20 @@ def atomic_write_text(path: Path, text: str) -> None:
 def atomic_copy(src: Path, dest: Path) -> None:
     """Copy a file into place atomically."""
     atomic_write_text(dest, src.read_text(encoding="utf-8"))
+
+
+OUTPUT_GITIGNORE = "# Created by perfctl: everything in here is generated.\n*\n"
+
+
+def ensure_output_dir(reports_dir: Path, folder: Path) -> None:
+    """Make ``folder``; a ``reports_dir`` perfctl creates for it gets a ``.gitignore`` of ``*``.
+
+    perfctl's reports would otherwise be untracked files in the user's checkout,
+    making ``WORKTREE`` dirty (and its environment stale) after every report. A
+    reports folder the user made, or a folder elsewhere (``-o``), is theirs to manage.
+    """
+    inside = folder.resolve().is_relative_to(reports_dir.resolve())
+    if inside and not reports_dir.exists():
+        reports_dir.mkdir(parents=True, exist_ok=True)
+        (reports_dir / ".gitignore").write_text(OUTPUT_GITIGNORE, encoding="utf-8")
+    folder.mkdir(parents=True, exist_ok=True)

@@ -348,3 +348,24 @@ def test_fingerprint_differs_per_commit(repo: GitRepo) -> None:
     first = gitrefs.worktree_fingerprint(repo.path)
     repo.commit("empty commit")
     assert gitrefs.worktree_fingerprint(repo.path) != first
+
+
+def test_perfctl_output_in_the_checkout_is_not_a_change(repo: GitRepo) -> None:
+    # A reports/ folder made before perfctl gave it a .gitignore (or by the user,
+    # untracked) made WORKTREE dirty and changed its environment's key.
+    from perfctl.config import load_config
+    from perfctl.envs import env_spec
+
+    repo.write("pyproject.toml", '[project]\nname = "p"\n[tool.perfctl]\ninstall = false\n')
+    repo.commit("config")
+    config = load_config(repo.path)
+    before = env_spec(config, "WORKTREE")
+    assert not before.ref.dirty
+    repo.write("reports/comparison-1.html", "<!DOCTYPE html>\n")
+    repo.write("reports/profiles/x/summary.json", "{}\n")
+    assert gitrefs.resolve_ref(repo.path, "WORKTREE").dirty  # without perfctl's outputs
+    after = env_spec(config, "WORKTREE")
+    assert (after.ref.dirty, after.key) == (False, before.key)
+    repo.write("notes.txt", "the user's own change\n")
+    changed = env_spec(config, "WORKTREE")
+    assert changed.ref.dirty and changed.key != before.key

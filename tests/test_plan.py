@@ -737,3 +737,30 @@ def test_update_fast_measures_missing_phases_with_the_fast_preset(git_repo, cli)
         for p in (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
     ]
     assert len(stored) == 2 and {c["settings"]["preset"] for c in stored} == {"fast"}
+
+
+def test_update_regimes_file_is_checked_even_with_nothing_to_measure(synthetic, cli):
+    repo, _ = synthetic
+    out = update(cli, repo, "--regimes", "benchmarks/missing.py")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("Error: ") and "benchmarks/missing.py" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_update_regimes_measures_without_a_regimes_key(git_repo, cli):
+    # `plan update` had no --regimes: a project without the config key could not measure.
+    one_phase = REAL_PYPROJECT.split("\n[[tool.perfctl.plan.phases]]\nid = 2")[0]
+    make_project(git_repo, one_phase.replace('regimes = ["benchmarks/regimes.py"]\n', ""))
+    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    out = update(cli, git_repo, "--fast")
+    assert out.returncode == 2 and "no regimes configured" in out.stderr, out.stderr
+    out = update(cli, git_repo, "--fast", "--regimes", "benchmarks/regimes.py")
+    assert out.returncode == 0, out.stderr
+    assert "phase 1: measuring phase-0 → phase-1" in out.stderr
+    # As above, --fast figures are too noisy to judge: check what was measured.
+    (stored,) = (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
+    names = {r["name"] for r in json.loads(stored.read_text("utf-8"))["regimes"]}
+    assert {"toy_sum", "toy_steady"} <= names
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    assert "| `toy_sum` |" in text and "not measured" not in text

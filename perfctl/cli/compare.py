@@ -7,7 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
-from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.cli.common import (
+    MEASURE,
+    Format,
+    ProjectOpt,
+    emit,
+    err_console,
+    guarded,
+    out_console,
+)
 from perfctl.cli.measure import (
     GlobOpt,
     LockWaitOpt,
@@ -152,7 +160,6 @@ def compare_cmd(
 
     Example: perfctl compare main HEAD --regime 'ipc.*' --fail-on-regression
     """
-    from rich.console import Console
 
     from perfctl.config import load_config
     from perfctl.jobs import compare
@@ -188,7 +195,7 @@ def compare_cmd(
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
     )
-    err = Console(stderr=True)
+    err = err_console()
     if shard and from_store:
         raise UsageError("--shard measures; --from-store does not", "drop one of them")
     if from_store:
@@ -212,11 +219,11 @@ def compare_cmd(
 
 def show_comparison(c: Comparison, fmt: Format) -> None:
     """Print a comparison in the chosen format (notes and warnings on stderr)."""
-    from rich.console import Console
 
     from perfctl.render import tables as render
+    from perfctl.render.notes import comparison_notes
 
-    err = Console(stderr=True)
+    err = err_console()
     if fmt == Format.json:
         emit(render.format_compare_json(c))
     elif fmt == Format.markdown:
@@ -227,6 +234,8 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
         metrics = render.format_metrics_table(c)
         if metrics is not None:
             console.print(metrics)
+        for line in comparison_notes(c):
+            console.print(render.esc(line))
         err.print(
             f"Verdicts: {render.verdict_test(c)}, Benjamini–Hochberg corrected "
             f"across {len(c.regimes)} regimes; change CI must clear ±"
@@ -262,11 +271,16 @@ def merge_cmd(
 
 
 def _progress(err: Any, status: Any, message: str) -> None:
-    """Spinner text for progress; lasting lines for what the user should know."""
+    """Spinner text for progress; lasting lines (a Notice) for what the user should know.
+
+    The spinner is not drawn when stderr is not a terminal, so a Notice is
+    printed in both modes.
+    """
+    from perfctl.model import Notice
     from perfctl.render.tables import esc
 
     status.update(esc(message))
-    if message.startswith(("resuming", "building")):
+    if isinstance(message, Notice):
         err.print(esc(message))
 
 

@@ -16,6 +16,7 @@ from perfctl.cli.common import (
     TableOrJson,
     emit,
     emit_listing,
+    err_console,
     guarded,
     out_console,
 )
@@ -183,7 +184,6 @@ def run_cmd(
 
     Example: perfctl run --regimes builtin:ipc --regime 'tiny_*' --fast
     """
-    from rich.console import Console
 
     from perfctl.config import load_config
     from perfctl.jobs.run import RunOptions, run_checkout
@@ -203,7 +203,7 @@ def run_cmd(
         lock_wait=lock_wait,
         measure=measure.value,
     )
-    err = Console(stderr=True)
+    err = err_console()
     with err.status("measuring") as status:
 
         def progress(name: str, i: int, n: int) -> None:
@@ -213,7 +213,11 @@ def run_cmd(
     if fmt == TableOrJson.json:
         emit(render.format_run_json(run))
     else:
+        from perfctl.render.notes import run_notes
+
         out_console().print(render.format_run_table(run))
+        for line in run_notes(run):
+            out_console().print(render.esc(line))
         err.print(f"stored as run {run.id} in {config.state_dir}")
     if run.status != "complete":
         failed = [r.name for r in run.results if r.status == "failed"]

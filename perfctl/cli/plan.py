@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from perfctl.cli.common import PUBLISH, ProjectOpt, guarded
+from perfctl.cli.measure import RegimesOpt
 from perfctl.errors import EXIT_REGRESSION
 
 PlanArg = Annotated[
@@ -63,6 +64,7 @@ def update_cmd(
         bool,
         typer.Option("--rigorous", help="Measure missing phases with compare's --rigorous preset."),
     ] = False,
+    regimes: RegimesOpt = None,
     project: ProjectOpt = None,
 ) -> None:
     """Regenerate the plan's blocks (tracker, baseline, results, metrics, log); prose stays.
@@ -74,7 +76,8 @@ def update_cmd(
     from perfctl.plan.update import update_plan
 
     config = load_config(project)
-    settings = settings_for(config=config, fast=fast, rigorous=rigorous)
+    files = tuple(regimes or ())
+    settings = settings_for(config=config, fast=fast, rigorous=rigorous, regimes=files)
     result = update_plan(
         config, path, measure=measure, check=check, settings=settings, progress=_say
     )

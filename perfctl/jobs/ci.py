@@ -32,6 +32,7 @@ from perfctl.errors import (
     PublishError,
     UsageError,
 )
+from perfctl.files import ensure_output_dir
 from perfctl.model import FAILED, REGRESSED, Comparison, to_dict
 from perfctl.publish.github import CommentResult, Target, parse_target
 from perfctl.render.comment import CommentOptions, check_url_base, marker, render_comment
@@ -281,6 +282,7 @@ def run_ci(
     c = compare_refs(
         config, base, opts.head, regimes=opts.regimes, settings=opts.settings, progress=progress
     )
+    ensure_output_dir(config.reports_dir, dest)
     c = collect_profiles(c, config.root, dest)
     body = render_comment(
         c,

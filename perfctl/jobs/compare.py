@@ -25,6 +25,7 @@ from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
     OK,
     Comparison,
+    Notice,
     RefInfo,
     RegimeInfo,
     RegimeResult,
@@ -247,7 +248,7 @@ def _attach_runs(
         sides[side].run = prior[side]
     results = {s: {r.name: r for r in prior[s].results} for s in SIDES}
     done = {n: {s: results[s][n] for s in SIDES} for n in results["base"] if n in results["head"]}
-    say(f"resuming an interrupted comparison: {len(done)} regime(s) already measured")
+    say(Notice(f"resuming an interrupted comparison: {len(done)} regime(s) already measured"))
     return done
 
 
@@ -263,7 +264,7 @@ def _prepare(
 
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
-        say(f"building {side} environment for {ref}")
+        say(f"preparing the {side} environment ({ref})")  # envs says whether it builds
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
@@ -445,6 +446,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
         params=info.params,
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
+        clock=info.clock,
     )
 
 
@@ -563,7 +565,8 @@ def compare_from_store(
     settings = settings or DEFAULT
     store = open_store(config.state_dir)
     refs = {
-        s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head), strict=True)
+        s: gitrefs.resolve_ref(config.root, r, outputs=config.outputs)
+        for s, r in zip(SIDES, (base, head), strict=True)
     }
     runs = {s: _latest_run(store, refs[s].sha, refs[s].dirty) for s in SIDES}
     for s in SIDES:

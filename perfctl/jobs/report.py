@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfctl.errors import StoreError, UsageError
+from perfctl.files import ensure_output_dir
 from perfctl.profile import links
 from perfctl.render.html import PlotlyJs
 from perfctl.render.html_report import render_comparison, render_history
@@ -40,12 +41,14 @@ def write_report(
                 "no stored runs to chart", "run `perfctl run` or `perfctl compare` first"
             )
         target = out or config.reports_dir / "history.html"
+        ensure_output_dir(config.reports_dir, target.parent)
         return render_history(
             runs, out=target, template_dir=template_dir, plotly_js=js, machine_id=machine
         )
     c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
     c = links.link_profiles(config.reports_dir, c)  # `perfctl profile --vs` of these commits
     target = out or config.reports_dir / f"comparison-{c.id}.html"
+    ensure_output_dir(config.reports_dir, target.parent)
     return render_comparison(
         c, project_root=config.root, out=target, template_dir=template_dir, plotly_js=js
     )

@@ -177,6 +177,11 @@ def update_plan(
     progress: Progress | None = None,
 ) -> UpdateResult:
     """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
+    if settings is not None and settings.regimes:
+        from perfctl.regimes.discovery import regime_files
+
+        # A wrong --regimes fails even when no phase needs measuring.
+        regime_files(config, settings.regimes)
     spec = load_spec(config)
     doc = plandoc.read_doc(path, str(path))
     plandoc.check_names(doc, [p.id for p in spec.phases])
@@ -217,7 +222,7 @@ def _resolve(config: Config, doc: PlanDoc, phase: Phase) -> tuple[RefInfo | None
     out = []
     for ref in (phase.before, phase.after):
         try:
-            out.append(resolve_ref(config.root, ref))
+            out.append(resolve_ref(config.root, ref, outputs=config.outputs))
         except GitError as exc:
             raise PlanError(
                 f"{doc.label}:{_doc_line(doc, phase)}: phase {phase.id}: ref `{ref}` "

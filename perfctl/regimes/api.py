@@ -24,6 +24,23 @@ from typing import Any
 REGISTRY: list[RegimeDef] = []
 
 SUBJECTS_ENV = "PERFCTL_SUBJECTS"
+CLOCKS = ("wall", "device")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What a regime that times itself hands back (``clock="device"``).
+
+    ``time_loops(loops)`` runs ``run`` ``loops`` times and returns the seconds
+    the device spent on them, measured by the subject (CUDA events recorded
+    around the calls, synchronised before reading), the way pyperf's
+    ``bench_time_func`` expects. Set-up a call needs but that must not be timed
+    (an L2 flush) happens inside ``time_loops``, outside the events.
+    """
+
+    run: Callable[[], Any]
+    time_loops: Callable[[int], float]
+    metrics: Callable[[], dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,7 @@ class RegimeDef:
     description: str
     source: str = ""
     metrics: tuple[str, ...] = field(default=())
+    clock: str = "wall"
 
     def expand(self) -> list[tuple[str, dict[str, Any]]]:
         """Cartesian product of params as (full name, kwargs) pairs."""
@@ -81,8 +99,16 @@ def regime(
     timeout: float | None = None,
     tags: Iterable[str] = (),
     metrics: Iterable[str] = (),
+    clock: str = "wall",
 ) -> Any:
-    """Register a benchmark regime; usable bare (``@regime``) or with options."""
+    """Register a benchmark regime; usable bare (``@regime``) or with options.
+
+    ``clock="device"`` says the regime times itself on a device (it hands back a
+    :class:`Timed`, e.g. CUDA events); the worker then records host wall time
+    beside it as the ``host_us`` metric.
+    """
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         if ops < 1:
@@ -102,6 +128,7 @@ def regime(
                 description=doc[0].strip() if doc else "",
                 source=getattr(f, "__module__", ""),
                 metrics=tuple(metrics),
+                clock=clock,
             )
         )
         return f

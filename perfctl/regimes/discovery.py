@@ -130,6 +130,7 @@ def _info(d: dict[str, object]) -> RegimeInfo:
         tags=tuple(d["tags"]),  # type: ignore[arg-type]
         timeout=d["timeout"] if isinstance(d["timeout"], (int, float)) else None,
         skip_reason=d["skip_reason"] if isinstance(d["skip_reason"], str) else None,
+        clock=str(d.get("clock") or "wall"),
     )
 
 

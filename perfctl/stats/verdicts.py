@@ -67,6 +67,10 @@ def _unmeasured(
     if b.unit != h.unit and b.status == OK and h.status == OK:
         reason = f"base measured {b.unit}, head {h.unit}: not comparable"
         return RegimeComparison(name=name, verdict=FAILED, reason=reason, **common)
+    if b.clock != h.clock and b.status == OK and h.status == OK:
+        # Device time against wall time is no change at all.
+        why = f"not comparable: base timed on the {b.clock} clock, head on the {h.clock} clock"
+        return RegimeComparison(name=name, verdict=FAILED, reason=why, **common)
     failed = [(s, r) for s, r in (("base", b), ("head", h)) if r.status == FAILED]
     if failed:
         reason = "; ".join(f"{s}: {r.reason}" for s, r in failed)
@@ -109,6 +113,7 @@ def _common(
         baseline=b.baseline or h.baseline,
         metrics_base=b.metrics,
         metrics_head=h.metrics,
+        clock=h.clock if h.status == OK else b.clock,
         base=_side_stats(results, name, "base", seed),
         head=_side_stats(results, name, "head", seed),
         unit=b.unit if b.status == OK else h.unit,
@@ -143,6 +148,7 @@ def decide_all(
             or not b.processes
             or not h.processes
             or b.unit != h.unit
+            or b.clock != h.clock
         ):
             rows[name] = _unmeasured(name, b, h, common)
             continue
