@@ -12,9 +12,9 @@ per op) and ``plus1`` (2,020 steps: about 1% more instructions). Then:
    drawn from the measured ones), through perfctl's own decision
    (``stats/verdicts.decide_all``, band 0.5%): resampled, so the processes are
    re-used across comparisons (said in the output);
-3. cost: seconds per counter value against seconds per pyperf worker process
-   (1 warmup + 3 values of ``--min-time`` 0.05, compare's default), and the
-   slowdown of the loop itself under callgrind (I(2N) - I(N) time against native).
+3. cost: seconds per counter value (two callgrind processes) against seconds per
+   pyperf worker process (1 warmup + 3 values of ``--min-time`` 0.05, compare's
+   default), both wall time of the whole process, start-up included.
 """
 
 from __future__ import annotations
@@ -85,30 +85,8 @@ def _tally(pairs: list[tuple[list[float], list[float]]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for b, h in pairs:
         v = _verdict(b, h)
-        out[v] = out.get(v, 0) + 1
+        out[str(v)] = out.get(str(v), 0) + 1
     return out
-
-
-def _loop_slowdown(worker: runner.Worker, info: RegimeInfo, loops: int, tmp: Path) -> float:
-    """(wall of the 2N callgrind run - wall of the N run) / native wall of N loops."""
-    walls = {}
-    for n in (loops, 2 * loops):
-        t0 = time.monotonic()
-        counters._callgrind(worker, info, n, tmp / f"cg{n}.out", tmp / "slow.log", 600)
-        walls[n] = time.monotonic() - t0
-    t0 = time.monotonic()
-    runner.spawn(
-        counters.worker_cmd(worker, info, "instructions", 2 * loops), cwd=worker.cwd,
-        env=counters.counter_env(worker), log=tmp / "native.log", timeout=600,
-    )  # fmt: skip
-    native_2n = time.monotonic() - t0
-    t0 = time.monotonic()
-    runner.spawn(
-        counters.worker_cmd(worker, info, "instructions", loops), cwd=worker.cwd,
-        env=counters.counter_env(worker), log=tmp / "native.log", timeout=600,
-    )  # fmt: skip
-    native_n = time.monotonic() - t0
-    return (walls[2 * loops] - walls[loops]) / max(native_2n - native_n, 1e-3)
 
 
 def main() -> None:
@@ -148,8 +126,6 @@ def main() -> None:
         cg = statistics.median(secs)
         print(f"cost: {cg:.2f} s per counter value vs {py:.2f} s per pyperf worker "
               f"process: {cg / py:.1f}x")  # fmt: skip
-        slow = _loop_slowdown(worker, infos["base"], loops, tmp)
-        print(f"the timed loop under callgrind: {slow:.0f}x its native wall time")
 
 
 if __name__ == "__main__":
