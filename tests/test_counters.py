@@ -236,6 +236,13 @@ def test_tables_name_the_unit_and_the_test() -> None:
     md = format_compare_markdown(c)
     assert "| r | 12,345 instructions/op | 24,690 instructions/op | +100.0%" in md
     assert "Welch's t on per-process instructions counts" in md and "±0.5%" in md
+    from perfctl.render.html_report import comparison_context
+
+    html_row = comparison_context(c, Path("."), Path("."))["rows"][0]
+    assert (html_row["base"], html_row["head"]) == (
+        "12,345 instructions/op",
+        "24,690 instructions/op",
+    )
 
 
 def test_a_time_run_against_a_counter_run_is_not_compared() -> None:
