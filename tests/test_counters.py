@@ -254,3 +254,17 @@ def test_a_time_run_against_a_counter_run_is_not_compared() -> None:
     row = decide_all({"r": {"base": base, "head": head}}, threshold=0.02, alpha=0.05)[0]
     assert row.verdict == "failed"
     assert row.reason == "base measured s, head instructions/op: not comparable"
+
+
+def test_counter_settings_band_rounds_and_pairing() -> None:
+    from perfctl.config import Config
+    from perfctl.errors import UsageError
+    from perfctl.jobs.compare import settings_for
+
+    config = Config(root=Path("."), install=False)
+    s = settings_for(config=config, measure="instructions")
+    assert (s.threshold, s.schedule.rounds, s.schedule.measure) == (0.005, 3, "instructions")
+    assert settings_for(config=config, measure="memory", threshold=0.01, rounds=5).threshold == 0.01
+    assert settings_for(config=config).threshold == 0.02  # wall time keeps its band
+    with pytest.raises(UsageError, match="own processes"):
+        settings_for(config=config, measure="instructions", pairing="same-process")
