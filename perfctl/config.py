@@ -170,6 +170,20 @@ def _positive(
     return value
 
 
+def _store_dir(root: Path, store: str | None, path: Path | None) -> Path:
+    """The state dir: a directory of its own, never the project root or above it.
+
+    perfctl writes a ``.gitignore`` of ``*`` into it and `clean` empties it.
+    """
+    state_dir = root / (store or ".perfctl")
+    if root.resolve().is_relative_to(state_dir.resolve()):
+        raise ConfigError(
+            f"{path}: `store` = {store!r} is the project root or a folder above it",
+            'give perfctl a directory of its own, e.g. store = ".perfctl" (the default)',
+        )
+    return state_dir
+
+
 def load_config(start: Path | None = None, *, standalone: bool = False) -> Config:
     """Find the project root from ``start`` and read its perfctl configuration.
 
@@ -186,7 +200,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         root=root,
         source=source,
         regimes=tuple(str(r) for r in regimes),
-        state_dir=root / (_expect(table, "store", str, source) or ".perfctl"),
+        state_dir=_store_dir(root, _expect(table, "store", str, source), source),
         reports_dir=root / (_expect(table, "reports", str, source) or "reports"),
         build=_expect(table, "build", str, source),
         dependencies=tuple(_expect(table, "dependencies", list, source) or ()),

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -36,8 +37,9 @@ from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
+from perfctl.measure.environ import scrubbed_env
 from perfctl.model import Notice, RefInfo
-from perfctl.runtime import host_site_packages, link_runtime
+from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
@@ -235,8 +237,8 @@ def _steps(spec: EnvSpec, tmp: Path, src: Path) -> list[list[str]]:
 
 
 def _step_env(spec: EnvSpec, tmp: Path) -> dict[str, str]:
-    """The environment of build steps: the new venv activated, uv on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV")}
+    """The environment of build steps: scrubbed, the new venv activated, uv on PATH."""
+    env = scrubbed_env(spec.config.inherit_environ, build=True)
     uv = _uv_bin()
     extra = [str(Path(uv).parent)] if uv else []
     env["PATH"] = os.pathsep.join([str(tmp / "bin"), env.get("PATH", ""), *extra])
@@ -369,15 +371,30 @@ def prepare_target(
     return Target(spec.ref, _venv_python(env_dir), spec.source, extra, env_dir)
 
 
+_KEY = re.compile(r"[0-9a-f]{16}")
+_LEFTOVER = re.compile(r"\.(tmp|old)-[0-9a-f]{16}-\d+")  # what a killed build leaves
+
+
+def _ours(path: Path) -> bool:
+    """Made by perfctl: a finished env (its key and marker) or a killed build's leftover."""
+    finished = _KEY.fullmatch(path.name) and (path / MARKER).is_file()
+    return (
+        path.is_dir() and not path.is_symlink() and bool(finished or _LEFTOVER.fullmatch(path.name))
+    )
+
+
 def remove_envs(state_dir: Path) -> int:
-    """Remove every environment, the runtime links and build logs; returns how many envs."""
-    envs = state_dir / "envs"
+    """Remove perfctl's environments, runtime links and build logs; returns how many envs."""
+    envs, runtime = state_dir / "envs", state_dir / "runtime"
     with project_lock(state_dir, what="removing environments"):
-        found = sorted(envs.iterdir()) if envs.is_dir() else []
+        found = [p for p in sorted(envs.glob("*")) if _ours(p)]
+        links = [p for p in runtime.glob("*/*") if p.is_symlink() and p.name in RUNTIME_LINKS]
+        logs = [p for p in (state_dir / "logs").glob("*.log") if _KEY.fullmatch(p.stem)]
         for path in found:
             shutil.rmtree(path, ignore_errors=True)
-        shutil.rmtree(state_dir / "runtime", ignore_errors=True)
-        for log in (state_dir / "logs").glob("*.log"):
-            if len(log.stem) == 16 and all(c in "0123456789abcdef" for c in log.stem):
-                log.unlink()
+        for path in [*links, *logs]:
+            path.unlink()
+        for folder in [*runtime.glob("*"), runtime]:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when nothing of the user's is left in it
     return sum(1 for p in found if not p.name.startswith("."))

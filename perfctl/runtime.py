@@ -13,6 +13,7 @@ from pathlib import Path
 import perfctl
 
 RUNTIME_PTH = "perfctl_runtime.pth"
+RUNTIME_LINKS = ("perfctl", "pyperf")  # the links runtime_dir makes (clean removes them)
 
 
 def _symlink(link: Path, target: Path) -> None:

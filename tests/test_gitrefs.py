@@ -286,8 +286,11 @@ def test_remove_worktrees_also_clears_stale_registrations(repo: GitRepo) -> None
 
 
 def test_remove_worktrees_outside_git(tmp_path: Path) -> None:
-    (tmp_path / ".perfctl" / "worktrees" / "abc").mkdir(parents=True)
+    base = tmp_path / ".perfctl" / "worktrees"
+    (base / ("a" * 40)).mkdir(parents=True)
+    (base / "notes").mkdir()  # not a name perfctl gives a worktree: kept
     assert gitrefs.remove_worktrees(tmp_path, tmp_path / ".perfctl") == 1
+    assert [p.name for p in base.iterdir()] == ["notes"]
 
 
 def test_project_in_a_subdirectory(repo: GitRepo) -> None:

@@ -404,12 +404,12 @@ def test_new_results_add_one_log_entry(synthetic, cli):
     log = text.split("<!-- perfctl:begin update-log -->")[1]
     entries = [ln for ln in log.splitlines() if ln.startswith("- ")]
     assert entries == [
-        "- 2026-02-11: phase 1 results recorded (toy_sum -80.0%, toy_echo[size=64] -62.5%, "
-        "toy_echo[size=4096] -40.0%)",
-        "- 2026-02-12: phase 2 results recorded (toy_sum -15.0%, toy_echo[size=64] -33.3%, "
-        "toy_echo[size=4096] -58.3%)",
-        "- 2026-03-01: phase 2 results changed (toy_sum +20.0%, toy_echo[size=64] -33.3%, "
-        "toy_echo[size=4096] -58.3%)",
+        "- 2026-02-11: phase 1 results recorded (`toy_sum` -80.0%, `toy_echo[size=64]` -62.5%, "
+        "`toy_echo[size=4096]` -40.0%)",
+        "- 2026-02-12: phase 2 results recorded (`toy_sum` -15.0%, `toy_echo[size=64]` -33.3%, "
+        "`toy_echo[size=4096]` -58.3%)",
+        "- 2026-03-01: phase 2 results changed (`toy_sum` +20.0%, `toy_echo[size=64]` -33.3%, "
+        "`toy_echo[size=4096]` -58.3%)",
     ]
     assert "| `toy_sum` | 10.000 | 12.000 | +20.00% | <10us → 12.0us ❌ missed |" in text
     assert update(cli, repo).stderr == "PLAN.md is up to date\n"

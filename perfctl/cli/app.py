@@ -69,9 +69,9 @@ def _root(
 
 
 def _register_all() -> None:
-    from perfctl.cli import compare, demo, measure, plan, profile, publish, report
+    from perfctl.cli import bisect, compare, demo, measure, plan, profile, publish, report
 
-    for module in (measure, compare, profile, report, plan, publish, demo):
+    for module in (measure, compare, bisect, profile, report, plan, publish, demo):
         module.register(app)
 
 

@@ -132,7 +132,11 @@ def list_cmd(
     target = current_target(config)
     files = discovery.regime_files(config, regimes or [])
     infos = discovery.select(
-        discovery.probe(target.python, files, cwd=target.cwd, env=target.env), [], family
+        discovery.probe(
+            target.python, files, cwd=target.cwd, env=target.env, inherit=config.inherit_environ
+        ),
+        [],
+        family,
     )
     if fmt == TableOrJson.json:
         emit(json.dumps([asdict(i) for i in infos], indent=2))

@@ -24,6 +24,12 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
+def _update_command(path: Path) -> str:
+    from perfctl.render.escape import shell_command
+
+    return shell_command("perfctl", "plan", "update", path)
+
+
 @guarded
 def init_cmd(
     path: PlanArg,
@@ -38,7 +44,7 @@ def init_cmd(
     from perfctl.plan.update import init_plan
 
     init_plan(load_config(project), path, force=force)
-    _say(f"wrote {path}; fill in the prose, then run `perfctl plan update {path}`")
+    _say(f"wrote {path}; fill in the prose, then run `{_update_command(path)}`")
 
 
 @guarded
@@ -100,7 +106,7 @@ def _report_check(path: Path, changed: tuple[str, ...], pending: tuple[str, ...]
         _say(f"{path} is stale: " + ", ".join(changed) + " would change")
     for pid in pending:
         _say(f"{path} is stale: phase {pid} has no stored comparison (update would measure it)")
-    _say(f"Hint: run `perfctl plan update {path}`")
+    _say(f"Hint: run `{_update_command(path)}`")
     raise typer.Exit(EXIT_REGRESSION)  # 1: stale, the gating exit code
 
 

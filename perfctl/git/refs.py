@@ -23,6 +23,7 @@ import contextlib
 import difflib
 import hashlib
 import os
+import re
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -287,6 +288,9 @@ def _ensure(repo: git.Repo, state_dir: Path, full: str) -> Path:
         return _create(repo, base, full)
 
 
+_WORKTREE_NAME = re.compile(rf"(?:{re.escape(PARTIAL_PREFIX)})?[0-9a-f]{{40,64}}(?:-\d+)?")
+
+
 def remove_worktrees(root: Path, state_dir: Path) -> int:
     """Remove every perfctl worktree and prune git's list; returns how many there were."""
     base = state_dir / "worktrees"
@@ -296,7 +300,8 @@ def remove_worktrees(root: Path, state_dir: Path) -> int:
         repo = None  # still remove the directories
     try:
         with project_lock(state_dir, what="removing worktrees"):
-            found = sorted(base.iterdir()) if base.is_dir() else []
+            # Only what perfctl names (a commit's sha, a partial checkout) or git lists.
+            found = [p for p in sorted(base.glob("*")) if _WORKTREE_NAME.fullmatch(p.name)]
             gone = set(_ours(repo, base)) if repo is not None else set()
             for path in [*found, *gone]:
                 _discard(repo, path)

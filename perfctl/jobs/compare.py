@@ -19,7 +19,7 @@ from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.jobs.shard import Shard, split
-from perfctl.measure import duo, interleave, runner
+from perfctl.measure import counters, duo, interleave, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
@@ -33,6 +33,7 @@ from perfctl.model import (
     Status,
 )
 from perfctl.regimes import discovery
+from perfctl.render.escape import shell_command
 from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
@@ -118,11 +119,10 @@ def settings_for(
             "same-process pairing needs install = false (both refs run from source)",
             "use --pairing process (the default) for this project",
         )
-    if measure != "time":
-        # Counters: their own band (0.5%) and process count; --threshold/--rounds still win.
-        from perfctl.measure.counters import counter_settings
-
-        threshold, rounds, max_rounds = counter_settings(pairing, threshold, rounds, max_rounds)
+    if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
+        threshold, rounds, max_rounds = counters.counter_settings(
+            pairing, threshold, rounds, max_rounds
+        )
     if config is not None:
         if not (fast or rigorous):
             rounds = rounds if rounds is not None else config.rounds
@@ -268,7 +268,7 @@ def _prepare(
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(target, files)
+        infos, error = _probe(target, files, config.inherit_environ)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -284,10 +284,11 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
     return files
 
 
-def _probe(target: Target, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
-    t = target
+def _probe(
+    t: Target, files: list[Path], inherit: tuple[str, ...]
+) -> tuple[dict[str, RegimeInfo], str]:
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)
+        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -351,8 +352,6 @@ def _measure_regime(
 
     with interleave.workdir() as tmp:
         if settings.schedule.measure != "time":
-            from perfctl.measure import counters
-
             data = counters.measure_pair(
                 workers, info, settings.schedule, logs, Path(tmp), say_round
             )
@@ -573,7 +572,7 @@ def compare_from_store(
         if runs[s] is None:
             raise StoreError(
                 f"no stored run of {refs[s].ref} ({refs[s].short})",
-                f"measure it with `perfctl compare {base} {head}` first",
+                f"measure it with `{shell_command('perfctl', 'compare', base, head)}` first",
             )
     b_run, h_run = runs["base"], runs["head"]
     assert b_run is not None and h_run is not None

@@ -133,12 +133,11 @@ def find_regime(
     """The regimes files and the probed regime; UsageError naming close matches."""
     from perfctl.regimes import discovery
 
-    files = discovery.regime_files(config, list(regimes))
-    infos = discovery.probe(target.python, files, cwd=target.cwd, env=dict(target.env))
+    files, inherit = discovery.regime_files(config, list(regimes)), config.inherit_environ
+    infos = discovery.probe(target.python, files, cwd=target.cwd, env=target.env, inherit=inherit)
     found = next((i for i in infos if i.name == regime), None)
     if found is None:
-        names = [i.name for i in infos]
-        close = difflib.get_close_matches(regime, names, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(regime, [i.name for i in infos], n=3, cutoff=0.5)
         raise UsageError(
             f"unknown regime `{regime}`",
             f"did you mean: {', '.join(close)}?"

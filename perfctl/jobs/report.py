@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfctl.errors import StoreError, UsageError
-from perfctl.files import ensure_output_dir
+from perfctl.files import check_output_file, ensure_output_dir
 from perfctl.profile import links
 from perfctl.render.html import PlotlyJs
 from perfctl.render.html_report import render_comparison, render_history
@@ -30,6 +30,8 @@ def write_report(
     from perfctl.store.local import open_store
 
     _check_choice(comparison_id, last, history)
+    if out is not None:
+        check_output_file(out, "the report", stdout_ok=True)  # before any work
     if machine is not None and not history:
         raise UsageError("--machine goes with --history", "add --history, or drop --machine")
     store = open_store(config.state_dir)

@@ -15,6 +15,7 @@ import importlib
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,37 @@ def full_name(name: str, kwargs: Mapping[str, Any]) -> str:
     return f"{name}[{inner}]"
 
 
+# C0/C1 controls (newline, ESC, BEL...), DEL, bidi controls, line/paragraph
+# separators: a name holding one could rewrite a terminal line or add a line
+# (a marker) to a plan; names are checked where they are defined.
+_UNSAFE_NAME = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+NAME_MAX = 200
+
+
+def check_name(what: str, text: str) -> None:
+    """ValueError unless ``text`` is a usable regime/family name (one printable line)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{what} must be a non-empty string, got {text!r}")
+    if bad := _UNSAFE_NAME.search(text):
+        raise ValueError(
+            f"{what} {text!r} contains the control character U+{ord(bad.group()):04X}; "
+            "names must be one printable line"
+        )
+    if len(text) > NAME_MAX:
+        raise ValueError(f"{what} {text[:40]!r}... is {len(text)} characters (at most {NAME_MAX})")
+
+
+def _check_names(d: RegimeDef) -> None:
+    check_name("regime name", d.name)
+    check_name("family", d.family)
+    if d.baseline is not None:
+        check_name("baseline", d.baseline)
+    for full, _ in d.expand():  # parameter values become part of the name
+        check_name("regime name", full)
+
+
 def regime(
     func: Callable[..., Any] | None = None,
     *,
@@ -114,23 +146,23 @@ def regime(
         if ops < 1:
             raise ValueError(f"regime {f.__name__}: ops must be >= 1, got {ops}")
         doc = (f.__doc__ or "").strip().splitlines()
-        REGISTRY.append(
-            RegimeDef(
-                func=f,
-                name=name or f.__name__,
-                family=family,
-                ops=int(ops),
-                params={k: list(v) for k, v in (params or {}).items()},
-                baseline=baseline,
-                requires=tuple(requires),
-                timeout=timeout,
-                tags=tuple(tags),
-                description=doc[0].strip() if doc else "",
-                source=getattr(f, "__module__", ""),
-                metrics=tuple(metrics),
-                clock=clock,
-            )
+        defn = RegimeDef(
+            func=f,
+            name=name or f.__name__,
+            family=family,
+            ops=int(ops),
+            params={k: list(v) for k, v in (params or {}).items()},
+            baseline=baseline,
+            requires=tuple(requires),
+            timeout=timeout,
+            tags=tuple(tags),
+            description=doc[0].strip() if doc else "",
+            source=getattr(f, "__module__", ""),
+            metrics=tuple(metrics),
+            clock=clock,
         )
+        _check_names(defn)
+        REGISTRY.append(defn)
         return f
 
     return wrap(func) if func is not None else wrap
