@@ -47,9 +47,9 @@ def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, f
 
 
 def _cv(x: np.ndarray) -> float:
-    # One process cannot show spread; 0.0 keeps records JSON-clean, and the
-    # n_min rule of decide() refuses such sides anyway.
-    if x.size < 2:
+    # One process (or a counter's mean of 0) cannot show relative spread; 0.0 keeps
+    # records JSON-clean, and the n_min rule of decide() refuses one-process sides anyway.
+    if x.size < 2 or np.mean(x) == 0:
         return 0.0
     return float(np.std(x, ddof=1) / np.mean(x))
 
