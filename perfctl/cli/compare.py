@@ -9,7 +9,7 @@ import typer
 
 from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
 from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
-from perfctl.errors import EXIT_REGRESSION
+from perfctl.errors import EXIT_REGRESSION, UsageError
 from perfctl.model import Comparison
 
 
@@ -81,7 +81,18 @@ def compare_cmd(
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
     subject: SubjectOpt = None,
     from_store: Annotated[
-        bool, typer.Option("--from-store", help="Recompute from stored runs; measure nothing.")
+        bool,
+        typer.Option(
+            "--from-store", help="Re-decide the newest stored comparison of BASE and HEAD."
+        ),
+    ] = False,
+    comparison: Annotated[
+        str | None,
+        typer.Option("--comparison", help="With --from-store: the stored comparison (id)."),
+    ] = None,
+    unpaired: Annotated[
+        bool,
+        typer.Option("--unpaired", help="With --from-store: pair runs measured apart (warned)."),
     ] = False,
     profile: Annotated[
         ProfileWhich | None,
@@ -130,8 +141,17 @@ def compare_cmd(
         lock_wait=lock_wait,
     )
     err = Console(stderr=True)
+    if (comparison or unpaired) and not from_store:
+        raise UsageError(
+            f"{'--comparison' if comparison else '--unpaired'} needs --from-store",
+            "add --from-store (it re-decides stored measurements)",
+        )
     if from_store:
-        c = compare.compare_from_store(config, base, head, settings)
+        from perfctl.jobs.recompute import compare_from_store
+
+        c = compare_from_store(
+            config, base, head, settings, comparison=comparison, unpaired=unpaired
+        )
     else:
         with err.status("comparing") as status:
             c = compare.compare_refs(
@@ -157,13 +177,24 @@ def compare_cmd(
             console.print(metrics)
         err.print(
             f"Verdicts: Mann–Whitney U on per-process means, Benjamini–Hochberg corrected "
-            f"across {len(c.regimes)} regimes; change CI must clear ±"
-            f"{c.threshold * 100:.0f}%."
+            f"across {_families(c)}; change CI must clear ±{c.threshold * 100:.0f}%."
         )
         for w in c.warnings:
-            err.print(f"[yellow]Warning: {w}[/yellow]")
+            err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
+        if c.recomputed_from:
+            err.print(f"recomputed from stored comparison {c.recomputed_from}; measured nothing")
         err.print(f"stored as comparison {c.id}")
     _exit_code(c, fail_on_regression)
+
+
+def _families(c: Comparison) -> str:
+    """The BH families, as the footer names them (baselines are their own family)."""
+    named = {r.baseline for r in c.regimes if r.baseline}
+    refs = sum(r.name in named for r in c.regimes)
+    tested = len(c.regimes) - refs
+    if not refs:
+        return f"{tested} regimes"
+    return f"{tested} regimes ({refs} baseline regime(s) corrected as their own family)"
 
 
 def _progress(err: Any, status: Any, message: str) -> None:

@@ -326,6 +326,8 @@ def format_compare_markdown(c: Comparison) -> str:
             )
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
+    if c.recomputed_from:
+        lines.append(f"\n_Recomputed from stored comparison {md_escape(c.recomputed_from)}._")
     return "\n".join(lines) + "\n"
 
 
