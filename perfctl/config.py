@@ -72,12 +72,18 @@ class Config:
     ci: dict[str, Any] = field(default_factory=dict)
 
 
-def find_root(start: Path) -> Path:
-    """The nearest directory at or above ``start`` that looks like a project."""
+def find_root(start: Path, *, standalone: bool = False) -> Path:
+    """The nearest directory at or above ``start`` that looks like a project.
+
+    ``standalone`` (the command names its regimes files itself): when no
+    project is found, ``start`` is the project, as pyperf and hyperfine need none.
+    """
     start = start.resolve()
     for d in (start, *start.parents):
         if any((d / m).exists() for m in PROJECT_MARKERS):
             return d
+    if standalone:
+        return start
     raise ConfigError(
         f"{start} is not inside a project (no pyproject.toml, perfctl.toml or .git found)",
         "run perfctl from your project's directory, or `perfctl init` to set one up",
@@ -157,9 +163,13 @@ def _positive(
     return value
 
 
-def load_config(start: Path | None = None) -> Config:
-    """Find the project root from ``start`` and read its perfctl configuration."""
-    root = find_root(start or Path.cwd())
+def load_config(start: Path | None = None, *, standalone: bool = False) -> Config:
+    """Find the project root from ``start`` and read its perfctl configuration.
+
+    ``standalone``: an explicit ``--regimes`` was given, so a directory outside
+    any project is a project of its own (see :func:`find_root`).
+    """
+    root = find_root(start or Path.cwd(), standalone=standalone)
     table, source = _read_table(root)
     _check_keys(table, source)
     regimes = _expect(table, "regimes", (list, str), source) or []

@@ -13,23 +13,65 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from perfctl.errors import StoreError
 
 SCHEMA_VERSION = 1
+_E = TypeVar("_E", bound="StrEnum")
 
-# Verdicts, in the order reports list them (worst first).
-REGRESSED = "regressed"
-IMPROVED = "improved"
-WITHIN_NOISE = "within noise"
-NO_CHANGE = "no change"
-INCONCLUSIVE = "inconclusive"
-FAILED = "failed"
-SKIPPED = "skipped"
+
+class Verdict(StrEnum):
+    """What a comparison says of one regime. Members are strings, so JSON stays plain."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    WITHIN_NOISE = "within noise"
+    NO_CHANGE = "no change"
+    INCONCLUSIVE = "inconclusive"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Status(StrEnum):
+    """How measuring one regime on one ref ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+# The names every stage uses; verdicts in the order reports list them (worst first).
+REGRESSED = Verdict.REGRESSED
+IMPROVED = Verdict.IMPROVED
+WITHIN_NOISE = Verdict.WITHIN_NOISE
+NO_CHANGE = Verdict.NO_CHANGE
+INCONCLUSIVE = Verdict.INCONCLUSIVE
+FAILED = Verdict.FAILED  # equal to Status.FAILED: the same word for a regime and a verdict
+SKIPPED = Verdict.SKIPPED
 VERDICTS = (REGRESSED, FAILED, INCONCLUSIVE, IMPROVED, WITHIN_NOISE, NO_CHANGE, SKIPPED)
 CHANGED_VERDICTS = (REGRESSED, IMPROVED, FAILED)
+OK = Status.OK
 
-# Regime result statuses.
-OK = "ok"
+
+class SchemaMismatch(StoreError):
+    """A stored record's ``schema`` is not one this perfctl reads (exit 2)."""
+
+
+def check_schema(d: dict[str, Any], kind: str) -> None:
+    """Refuse a record written by a newer perfctl, or with no valid schema number."""
+    version = d.get("schema", SCHEMA_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise SchemaMismatch(
+            f"{kind} has schema {version!r}, not a version perfctl wrote",
+            "the record is damaged or not perfctl's; set it aside",
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"{kind} has schema {version}, newer than this perfctl reads ({SCHEMA_VERSION})",
+            "upgrade perfctl (pip install -U perfctl) to read it",
+        )
 
 
 @dataclass(frozen=True)
@@ -98,7 +140,7 @@ class RegimeResult:
 
     name: str
     family: str
-    status: str  # OK, FAILED or SKIPPED
+    status: Status
     ops: int = 1
     processes: tuple[tuple[float, ...], ...] = ()
     order: tuple[int, ...] = ()
@@ -156,18 +198,18 @@ class RegimeComparison:
 
     name: str
     family: str
-    verdict: str
+    verdict: Verdict
     reason: str = ""
     description: str = ""
     base: SideStats | None = None
     head: SideStats | None = None
-    change: float | None = None  # head/base - 1 of the medians
+    change: float | None = None  # Hodges-Lehmann: median head/base ratio of process means - 1
     ci_low: float | None = None  # CI of the relative change
     ci_high: float | None = None
     p_value: float | None = None
     p_adjusted: float | None = None
-    base_status: str = OK
-    head_status: str = OK
+    base_status: Status = OK
+    head_status: Status = OK
     base_values: tuple[tuple[float, ...], ...] = ()
     head_values: tuple[tuple[float, ...], ...] = ()
     base_order: tuple[int, ...] = ()
@@ -198,7 +240,7 @@ class Comparison:
     head_run: str = ""
     head_machine: Machine | None = None
     # The measured comparison this one re-decides (`compare --from-store`); with
-    # `--unpaired`, the two comparisons its runs came from, joined by "+".
+    # `--mix-runs`, the two comparisons its runs came from, joined by "+".
     recomputed_from: str = ""
     schema: int = SCHEMA_VERSION
 
@@ -210,7 +252,7 @@ class Comparison:
 
     def counts(self) -> dict[str, int]:
         """Number of regimes per verdict, every verdict present (maybe 0)."""
-        out = {v: 0 for v in VERDICTS}
+        out: dict[str, int] = {v: 0 for v in VERDICTS}
         for r in self.regimes:
             out[r.verdict] = out.get(r.verdict, 0) + 1
         return out
@@ -245,6 +287,17 @@ def ref_from_dict(d: dict[str, Any]) -> RefInfo:
     return _build(RefInfo, d)
 
 
+def _enum(cls: type[_E], value: Any, what: str) -> _E:
+    try:
+        return cls(value)
+    except ValueError:
+        shown = repr(str(value)[:40])  # repr keeps control characters inert
+        raise StoreError(
+            f"unknown {what} {shown} in a stored record",
+            f"expected one of: {', '.join(m.value for m in cls)}",
+        ) from None
+
+
 def _tuples(rows: Any) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(float(v) for v in row) for row in rows or ())
 
@@ -252,13 +305,15 @@ def _tuples(rows: Any) -> tuple[tuple[float, ...], ...]:
 def result_from_dict(d: dict[str, Any]) -> RegimeResult:
     """Rebuild a RegimeResult."""
     d = dict(d)
+    d["status"] = _enum(Status, d["status"], "regime status")
     d["processes"] = _tuples(d.get("processes"))
     d["order"] = tuple(d.get("order") or ())
     return _build(RegimeResult, d)
 
 
 def run_from_dict(d: dict[str, Any]) -> Run:
-    """Rebuild a Run from its JSON form."""
+    """Rebuild a Run from its JSON form (its schema checked first)."""
+    check_schema(d, "run")
     d = dict(d)
     d["ref"] = ref_from_dict(d["ref"])
     d["machine"] = machine_from_dict(d["machine"])
@@ -273,6 +328,10 @@ def _side(d: dict[str, Any] | None) -> SideStats | None:
 def regime_comparison_from_dict(d: dict[str, Any]) -> RegimeComparison:
     """Rebuild a RegimeComparison."""
     d = dict(d)
+    d["verdict"] = _enum(Verdict, d["verdict"], "verdict")
+    for key in ("base_status", "head_status"):
+        if key in d:
+            d[key] = _enum(Status, d[key], "regime status")
     d["base"] = _side(d.get("base"))
     d["head"] = _side(d.get("head"))
     for key in ("base_values", "head_values"):
@@ -283,7 +342,8 @@ def regime_comparison_from_dict(d: dict[str, Any]) -> RegimeComparison:
 
 
 def comparison_from_dict(d: dict[str, Any]) -> Comparison:
-    """Rebuild a Comparison from its JSON form."""
+    """Rebuild a Comparison from its JSON form (its schema checked first)."""
+    check_schema(d, "comparison")
     d = dict(d)
     d["base"] = ref_from_dict(d["base"])
     d["head"] = ref_from_dict(d["head"])

@@ -59,19 +59,24 @@ class FakeGitHub:
     log: list[tuple[str, str, float]] = field(default_factory=list)
     next_id: int = 1000
     url: str = ""
+    login: str = "perfctl-bot"  # who the token is: comments it posts carry this login
+    app_token: bool = False  # an App/Actions token: GET /user answers 403
+    graphql: bool = True  # GraphQL's viewer query answers (with `login`)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def bodies(self, pr: int = 7, repo: str = REPO) -> list[str]:
         """The bodies of one PR's comments, oldest first."""
         return [c["body"] for c in self.comments.get((repo, pr), [])]
 
-    def add(self, body: str, pr: int = 7, repo: str = REPO) -> dict[str, Any]:
-        """A comment as if someone else had posted it."""
+    def add(
+        self, body: str, pr: int = 7, repo: str = REPO, user: str = "someone"
+    ) -> dict[str, Any]:
+        """A comment as if ``user`` (by default someone else) had posted it."""
         self.next_id += 1
         c = {
             "id": self.next_id,
             "body": body,
-            "user": {"login": "someone"},
+            "user": {"login": user},
             "html_url": f"https://github.example/{repo}/pull/{pr}#issuecomment-{self.next_id}",
         }
         self.comments.setdefault((repo, pr), []).append(c)
@@ -135,6 +140,14 @@ class _Handler(BaseHTTPRequestHandler):
         self, method: str, path: str, query: dict[str, list[str]], payload: Any
     ) -> tuple[int, Any, dict[str, str]]:
         gh = self.server.gh
+        if path == "/user" and method == "GET":
+            if gh.app_token:
+                return 403, {"message": "Resource not accessible by integration"}, {}
+            return 200, {"login": gh.login, "id": 1}, {}
+        if path in ("/graphql", "/api/graphql") and method == "POST":
+            if not gh.graphql:
+                return 404, {"message": "Not Found"}, {}
+            return 200, {"data": {"viewer": {"login": gh.login}}}, {}
         seg = path.strip("/").split("/")
         if len(seg) < 3 or seg[0] != "repos" or f"{seg[1]}/{seg[2]}" not in gh.repos:
             return 404, {"message": "Not Found"}, {}
@@ -145,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._page(repo, pr, query)
             if method == "POST":
                 with gh.lock:
-                    return 201, gh.add(payload["body"], pr, repo), {}
+                    return 201, gh.add(payload["body"], pr, repo, user=gh.login), {}
         if seg[3:5] == ["issues", "comments"] and len(seg) == 6 and method == "PATCH":
             for items in gh.comments.values():
                 for c in items:
@@ -256,6 +269,53 @@ def test_marker_must_be_the_first_line(fake_github: FakeGitHub) -> None:
     with client(fake_github) as gh:
         assert upsert_comment(gh, TARGET, f"{MARK}\nnew", MARK).action == "created"
     assert len(fake_github.bodies()) == 3
+
+
+# -- client: only perfctl's own marked comment is ever updated -------------------------------
+def test_a_marked_comment_by_someone_else_is_never_patched(fake_github: FakeGitHub) -> None:
+    attacker = fake_github.add(f"{MARK}\nfake: all green", user="mallory")
+    with client(fake_github) as gh:
+        first = upsert_comment(gh, TARGET, f"{MARK}\nrun 1", MARK)
+        second = upsert_comment(gh, TARGET, f"{MARK}\nrun 2", MARK)
+    assert (first.action, second.action) == ("created", "updated")
+    assert first.comment_id != attacker["id"] and second.comment_id == first.comment_id
+    assert attacker["body"] == f"{MARK}\nfake: all green"
+    assert not any(str(attacker["id"]) in line for line in fake_github.calls("PATCH"))
+    assert fake_github.calls("GET").count("GET /user") == 1  # asked once per client
+
+
+def test_only_on_change_does_not_refresh_someone_elses_comment(fake_github: FakeGitHub) -> None:
+    fake_github.add(f"{MARK}\nregression!", user="mallory")
+    with client(fake_github) as gh:
+        assert upsert_comment(gh, TARGET, f"{MARK}\nx", MARK, create=False).action == "skipped"
+    assert not fake_github.calls("PATCH") and not fake_github.calls("POST")
+
+
+def test_identity_is_not_asked_when_no_comment_is_marked(fake_github: FakeGitHub) -> None:
+    fake_github.add("LGTM")
+    with client(fake_github) as gh:
+        upsert_comment(gh, TARGET, f"{MARK}\nx", MARK)
+    assert "GET /user" not in fake_github.calls()
+
+
+def test_an_app_token_is_identified_by_graphql_viewer(fake_github: FakeGitHub) -> None:
+    fake_github.app_token, fake_github.login = True, "perf-app[bot]"
+    fake_github.add(f"{MARK}\nfake", user="mallory")
+    ours = fake_github.add(f"{MARK}\nold", user="perf-app[bot]")
+    with client(fake_github) as gh:
+        result = upsert_comment(gh, TARGET, f"{MARK}\nnew", MARK)
+        assert gh.identity() == "perf-app[bot]"
+    assert (result.action, result.comment_id) == ("updated", ours["id"])
+    assert fake_github.bodies() == [f"{MARK}\nfake", f"{MARK}\nnew"]
+    assert "POST /graphql" in fake_github.calls()
+
+
+def test_an_actions_token_without_graphql_is_github_actions_bot(fake_github: FakeGitHub) -> None:
+    fake_github.app_token, fake_github.graphql = True, False
+    ours = fake_github.add(f"{MARK}\nold", user="github-actions[bot]")
+    with client(fake_github) as gh:
+        result = upsert_comment(gh, TARGET, f"{MARK}\nnew", MARK)
+    assert (result.action, result.comment_id) == ("updated", ours["id"])
 
 
 def test_only_on_change_style_update_never_creates(fake_github: FakeGitHub) -> None:
@@ -596,7 +656,7 @@ def test_cli_body_file_and_comparison_file(
     cfile.write_text('{"regimes": "nope"}')
     out = comment_cli(project, fake_github, "--comparison-file", str(cfile))
     assert out.returncode == 2
-    assert out.stderr.startswith(f"Error: {cfile} is not a perfctl comparison (KeyError)")
+    assert out.stderr.startswith(f"Error: {cfile}: missing field `id`\n")
 
 
 def test_cli_usage_errors(project: Path, fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -614,6 +674,18 @@ def test_cli_usage_errors(project: Path, fake_github: FakeGitHub, tmp_path: Path
     out = comment_cli(project, fake_github, "--body-file", str(huge))
     assert out.returncode == 2 and "GitHub accepts 65,536" in out.stderr
     assert fake_github.log == []
+
+
+def test_cli_creates_its_own_comment_next_to_an_attackers(
+    project: Path, fake_github: FakeGitHub
+) -> None:
+    attacker = fake_github.add(f"{MARK}\n### ✅ all good, merge it", user="mallory")
+    out = comment_cli(project, fake_github)
+    assert out.returncode == 0, out.stderr
+    assert "Comment created on octo/app#7" in out.stderr
+    assert attacker["body"] == f"{MARK}\n### ✅ all good, merge it"
+    assert fake_github.calls("PATCH") == []
+    assert fake_github.bodies()[1].startswith(f"{MARK}\n### ❌ 1 regression")
 
 
 def test_cli_marker_ids_keep_suites_apart(project: Path, fake_github: FakeGitHub) -> None:

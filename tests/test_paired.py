@@ -84,7 +84,7 @@ def test_bimodal_process_means_are_named() -> None:
     found = shape.bimodal(means)
     assert found is not None and found.n_low == 12 and found.n_high == 8
     assert 85e-9 < found.low < 91e-9 and 160e-9 < found.high < 180e-9
-    assert "two groups" in found.describe()
+    assert "two groups, 88" in found.describe() and "ns (12)" in found.describe()
 
 
 @pytest.mark.parametrize(
@@ -105,3 +105,33 @@ def test_drift_is_found_and_noise_is_not() -> None:
     assert (found := shape.drift(rising)) is not None and found.rho > 0.8
     assert "rose" in found.describe()
     assert shape.drift(rng.normal(100, 1, 30)) is None
+
+
+def test_an_inconclusive_reason_names_two_groups_of_process_means() -> None:
+    from perfctl.model import OK, RegimeResult
+    from perfctl.stats import verdicts
+
+    rng = np.random.default_rng(11)
+
+    def side(scale: float) -> RegimeResult:
+        fast = rng.normal(88e-9, 1e-9, 12) * scale
+        slow = rng.normal(170e-9, 3e-9, 8) * scale
+        means = rng.permutation(np.concatenate([fast, slow]))
+        procs = tuple((float(m), float(m) * 1.01, float(m) * 0.99) for m in means)
+        return RegimeResult(
+            name="r", family="f", status=OK, processes=procs, order=tuple(range(20))
+        )
+
+    row = verdicts.decide_all(
+        {"r": {"base": side(1.0), "head": side(1.0)}}, threshold=0.02, alpha=0.05
+    )[0]
+    assert row.verdict == "inconclusive"
+    assert "base: process means fall into two groups, 88" in row.reason
+    assert "another job likely shared the CPU" in row.reason
+
+
+def test_a_drift_over_the_schedule_is_named() -> None:
+    rng = np.random.default_rng(4)
+    means = 100e-9 * (1 + 0.02 * np.arange(20)) * np.exp(rng.normal(0, 0.005, 20))
+    note = shape.describe([(float(m),) for m in means], list(range(20)))
+    assert note is not None and "rose steadily" in note

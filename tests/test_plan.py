@@ -22,7 +22,13 @@ from perfctl.errors import PlanError
 from perfctl.git.refs import resolve_ref
 from perfctl.model import Comparison, Machine, RegimeComparison, SideStats
 from perfctl.plan.document import parse_doc
-from perfctl.plan.update import load_spec, parse_target, regime_matches, update_plan
+from perfctl.plan.update import (
+    guard_check,
+    load_spec,
+    parse_target,
+    regime_matches,
+    update_plan,
+)
 from perfctl.store.local import open_store
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -241,11 +247,61 @@ def test_malformed_targets_are_rejected(text):
 
 def test_target_verdicts_use_the_measured_figure():
     faster = rc("a", 50.0, 10.0, "improved")
-    assert parse_target("-20%").evaluate(faster).cell() == "-20% → -80.0% ✅ met"
+    assert parse_target("-20%").evaluate(faster).cell() == "-20% → -80.00% ✅ met"
     assert parse_target("10x").evaluate(faster).cell() == "10x → 5.00x ❌ missed"
     assert parse_target("<9us").evaluate(faster).cell() == "<9us → 10.0us ❌ missed"
     assert parse_target("<0.02ms").evaluate(faster).cell() == "<0.02ms → 0.01ms ✅ met"
     assert parse_target("-20%").evaluate(None).cell() == "-20% → — ❔ not measured"
+
+
+def test_targets_are_judged_on_the_change_the_row_shows():
+    # The stored change is the Hodges-Lehmann shift; the medians' ratio here
+    # would read -20.0% (met) and 1.25x, the row's Change column reads -18.50%.
+    shift = replace(rc("a", 50.0, 40.0, "improved"), change=-0.185)
+    assert parse_target("-20%").evaluate(shift).cell() == "-20% → -18.50% ❌ missed"
+    assert parse_target("-18.5%").evaluate(shift).cell() == "-18.5% → -18.50% ✅ met"
+    assert parse_target("1.23x").evaluate(shift).cell() == "1.23x → 1.23x ✅ met"
+    assert parse_target("1.25x").evaluate(shift).cell() == "1.25x → 1.23x ❌ missed"
+    # Judged as shown: -19.996% reads -20.00%, so it meets -20%.
+    edge = replace(shift, change=-0.19996)
+    assert parse_target("-20%").evaluate(edge).cell() == "-20% → -20.00% ✅ met"
+
+
+@pytest.mark.parametrize("verdict", ["inconclusive", "failed", "skipped"])
+def test_a_target_on_an_unverifiable_verdict_is_unverified(verdict):
+    r = replace(rc("a", 50.0, 10.0, verdict), change=-0.8)
+    for target in ("-20%", "2x", "<20us"):
+        check = parse_target(target).evaluate(r)
+        assert check.state == "unverified" and check.cell().endswith("⚠️ unverified")
+    gone = replace(r, change=None, head=None)
+    assert parse_target("-20%").evaluate(gone).cell() == "-20% → — ⚠️ unverified"
+
+
+def test_no_change_cannot_meet_a_target_that_asks_for_a_change():
+    r = replace(rc("a", 50.0, 39.0, "no change"), change=-0.22)
+    assert parse_target("-20%").evaluate(r).cell() == "-20% → -22.00% ⚠️ unverified"
+    assert parse_target("-30%").evaluate(r).cell() == "-30% → -22.00% ❌ missed"
+    assert parse_target("+5%").evaluate(r).cell() == "+5% → -22.00% ✅ met"
+    assert parse_target("<40us").evaluate(r).cell() == "<40us → 39.0us ✅ met"
+
+
+@pytest.mark.parametrize(
+    "verdict,head_status,cell",
+    [
+        ("no change", "ok", "guard: no regression ✅"),
+        ("within noise", "ok", "guard: no regression ✅"),
+        ("improved", "ok", "guard: no regression ✅"),
+        ("regressed", "ok", "guard: no regression ❌"),
+        ("failed", "failed", "guard: no regression ❌"),
+        ("failed", "ok", "guard: no regression ⚠️ unverified"),  # base failed
+        ("inconclusive", "ok", "guard: no regression ⚠️ unverified"),
+        ("skipped", "skipped", "guard: no regression ⚠️ unverified"),
+    ],
+)
+def test_guards_hold_only_on_a_verdict(verdict, head_status, cell):
+    r = replace(rc("g", 100.0, 113.0, verdict), head_status=head_status)
+    assert guard_check(r).cell() == cell
+    assert guard_check(None).cell() == "guard: no regression ❔ not measured"
 
 
 def test_regime_names_match_full_prefix_and_family():
@@ -268,6 +324,36 @@ def test_update_renders_the_golden_plan(synthetic, cli):
         "success-metrics, update-log\n"
     )
     check_golden("plan_synthetic.md", masked((repo.path / "PLAN.md").read_text("utf-8"), refs))
+
+
+def test_rows_judge_targets_and_guards_on_the_stored_comparison(git_repo, cli):
+    # A stored comparison whose changes (Hodges-Lehmann) differ from the medians'
+    # ratio, with an inconclusive target and an inconclusive guard (#12.4, #12.5).
+    refs = make_project(git_repo)
+    rows = [
+        replace(rc("toy_sum", 50.0, 40.0, "improved"), change=-0.1998),
+        replace(rc("toy_echo[size=64]", 8.0, 3.0, "inconclusive"), change=-0.6),
+        replace(rc("toy_echo[size=4096]", 20.0, 9.0, "improved"), change=-0.55),
+        replace(rc("toy_steady", 100.0, 113.0, "inconclusive"), change=0.13, ci_low=-0.023,
+                ci_high=0.304),
+    ]  # fmt: skip
+    store(git_repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", rows)
+    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 0, out.stderr
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    assert "| `toy_sum` | 50.000 | 40.000 | -19.98% | -20% → -19.98% ❌ missed | improved |" in text
+    assert (
+        "| `toy_echo[size=64]` | 8.000 | 3.000 | -60.00% | 2x → 2.50x ⚠️ unverified | inconclusive |"
+        in text
+    )
+    assert "| -55.00% | 2x → 2.22x ✅ met | improved |" in text
+    assert (
+        "| `toy_steady` | 100.000 | 113.000 | +13.00% | guard: no regression ⚠️ unverified "
+        "| inconclusive |" in text
+    )
+    assert "Targets met: 1 of 3 (1 unverified); guards held: 0 of 1 (1 unverified)." in text
+    assert "| `toy_sum` | 50.000 | 40.000 | -20% → -19.98% ❌ missed |" in text  # success metrics
 
 
 def test_second_update_changes_nothing_and_check_passes(synthetic, cli):
@@ -621,9 +707,13 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
     assert "phase 1: measuring phase-0 → phase-1" in out.stderr
     text = (git_repo.path / "PLAN.md").read_text("utf-8")
     rows = {ln.split(" | ")[0]: ln for ln in text.splitlines() if ln.startswith("| `toy_")}
-    assert "-50% → " in text and re.search(r"-50% → -[6-9]\d\.\d% ✅ met", text), text
+    assert "-50% → " in text and re.search(r"-50% → -[6-9]\d\.\d\d% ✅ met", text), text
     assert re.search(r"10x → [3-7]\.\d\dx ❌ missed", text), text
-    assert re.search(r"-20% → [+-]\d\.\d% ❌ missed", text), text
+    # Touching nothing misses -20%, or leaves it unverified on an inconclusive verdict.
+    untouched = re.search(
+        r"-20% → [+-]\d+\.\d\d% (❌ missed|⚠️ unverified) \| ([a-z ]+) \|$", text, re.M
+    )
+    assert untouched and (untouched[1] == "⚠️ unverified") == (untouched[2] == "inconclusive"), text
     assert "guard: no regression ✅" in rows["| `toy_steady`"]
     assert "| 1 | Sum five times fewer numbers | Completed (2026-02-11) |" in text
     check_golden("plan_measured.md", masked(_mask_numbers(text), refs))
@@ -647,3 +737,63 @@ def test_update_fast_measures_missing_phases_with_the_fast_preset(git_repo, cli)
         for p in (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
     ]
     assert len(stored) == 2 and {c["settings"]["preset"] for c in stored} == {"fast"}
+
+
+# --- which stored comparison a phase uses (#12.3) ------------------------------------------
+
+BUSY = "the machine was busy while measuring (load average up to 9.5 on 2 CPUs)"
+
+
+def _save(repo, c: Comparison) -> Comparison:
+    open_store(repo.path / ".perfctl").save_comparison(c)
+    return c
+
+
+def _block(text: str, name: str) -> str:
+    return text.split(f"<!-- perfctl:begin {name} -->", 1)[1].split(f"<!-- perfctl:end {name}", 1)[
+        0
+    ]
+
+
+def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
+    refs = make_project(git_repo)
+    full = store(git_repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", phase1_rows())
+    full = _save(git_repo, replace(full, warnings=(BUSY,)))
+    regressed = [replace(r, verdict="regressed", change=0.3) for r in phase1_rows()]
+    # Newer, but not to be used: a from-store recomputation, a narrower re-run of two
+    # regimes, and a run of every phase regime narrowed by --regime (not the whole suite).
+    recomputed = _save(
+        git_repo,
+        replace(full, id="r1", created="2026-02-11T14:00:00+00:00", regimes=tuple(regressed),
+                settings={"from_store": True}, recomputed_from=full.id, warnings=()),
+    )  # fmt: skip
+    _save(
+        git_repo,
+        replace(full, id="n1", created="2026-02-11T15:00:00+00:00", regimes=tuple(regressed[:2]),
+                settings={"globs": ["toy_sum*"]}, warnings=()),
+    )  # fmt: skip
+    _save(
+        git_repo,
+        replace(full, id="n2", created="2026-02-11T16:00:00+00:00", regimes=tuple(regressed),
+                settings={"globs": ["toy_*"]}, warnings=()),
+    )  # fmt: skip
+    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 0, out.stderr
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    phase = _block(text, "phase-1")
+    assert "regressed" not in phase and "| `toy_steady` |" in phase and "improved" in phase
+    assert f"> Warning: {BUSY}" in phase
+    baseline = _block(text, "baseline")
+    assert "| `toy_echo[size=4096]` |" in baseline and f"> Warning: {BUSY}" in baseline
+    # A phase key pins a comparison, a recomputation included.
+    pinned = PYPROJECT.replace('guards = ["toy_steady"]\n', f'guards = ["toy_steady"]\ncomparison = "{recomputed.id}"\n', 1)  # fmt: skip
+    git_repo.write("pyproject.toml", pinned)
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 0, out.stderr
+    phase = _block((git_repo.path / "PLAN.md").read_text("utf-8"), "phase-1")
+    assert "regressed" in phase and f"> Recomputed from stored comparison {full.id}." in phase
+    # A pinned id that is not a comparison of the phase's refs is an error naming the phase.
+    git_repo.write("pyproject.toml", pinned.replace(recomputed.id, "nope"))
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 2 and "phase 1: pinned comparison `nope`" in out.stderr

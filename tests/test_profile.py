@@ -18,7 +18,7 @@ from perfctl.config import load_config
 from perfctl.errors import ProfileFailed
 from perfctl.jobs import profile as profiling
 from perfctl.model import RefInfo
-from perfctl.profile import pyspy, recording, stacks
+from perfctl.profile import hotspots, pyspy, recording, stacks
 from tests.conftest import GitRepo, default_signals, run_cli
 
 pytestmark = pytest.mark.slow
@@ -183,6 +183,13 @@ def test_subprocess_samples_appear_only_with_subprocesses(project: Path) -> None
     assert "child_hot (bench/regimes.py)" in with_kids.collapsed.read_text()
     assert "child_hot" in {h.function for h in with_kids.summary.top_self}
     assert "[subprocess]" in {h.function for h in with_kids.summary.top_inclusive}
+    # The child's branch is a dozen wrapper frames deep (worker, loader, multiprocessing):
+    # the tree reaches its function, and the mark sits on the top self-time function.
+    assert with_kids.summary.tree is not None
+    tree = "\n".join(hotspots.format_tree(with_kids.summary.tree))
+    assert "child_hot (bench/regimes.py)" in tree
+    marked = [ln for ln in tree.splitlines() if ln.endswith("← most self time")]
+    assert len(marked) == 1 and f"{with_kids.summary.top_self[0].function} (" in marked[0]
     without = profiling.profile_regime(config, "pool", target, duration=1.5, subprocesses=False)
     assert "child_hot" not in without.collapsed.read_text()
     assert "parent_hot (bench/regimes.py)" in without.collapsed.read_text()
@@ -307,6 +314,46 @@ def test_vs_between_git_refs_end_to_end(git_repo: GitRepo) -> None:
     assert len({p.name for p in envs_dir.iterdir()} - before) == 1
     top = data["diff"]["functions"][0]
     assert (top["where"], top["change"]) == ("subject.py:hot", "grew")
+
+
+def test_a_profile_diff_of_the_compared_commits_is_linked_into_the_report(
+    git_repo: GitRepo,
+) -> None:
+    git_repo.write("pyproject.toml", PYPROJECT + 'install = false\npythonpath = ["src"]\n')
+    git_repo.write(".gitignore", ".perfctl/\nreports/\n")
+    git_repo.write("bench/regimes.py", PAIR_REGIMES)
+    git_repo.write("src/subject.py", SUBJECT.format(passes=1))
+    git_repo.commit("base")
+    git_repo.tag("base")
+    git_repo.write("src/subject.py", SUBJECT.format(passes=3))
+    git_repo.commit("hot got three times slower")
+    r = run_cli("compare", "base", "HEAD", "--fast", "--format", "json", cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    cid = json.loads(r.stdout)["id"]
+    report = git_repo.path / "reports" / f"comparison-{cid}.html"
+    r = run_cli("report", cid, cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    hint = "No profile artefacts for this comparison. Run <code>perfctl profile REGIME --ref "
+    assert hint in report.read_text(encoding="utf-8")
+    # The hint's command, as a user would run it (other ref spellings resolve to the same
+    # commits): its diff is linked, and the hint is gone.
+    r = run_cli(
+        "profile", "work", "--ref", "HEAD", "--vs", "base", "--duration", "1", "--rate", "200",
+        cwd=git_repo.path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = run_cli("report", cid, cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    html = report.read_text(encoding="utf-8")
+    assert "No profile artefacts" not in html
+    assert "profiles/work/base-vs-" in html and "diff.svg" in html
+    assert "profiles/work/base/flame.svg" in html
+    # A diff of other commits is not this comparison's.
+    r = run_cli("compare", "base", "base", "--fast", "--format", "json", cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("report", json.loads(r.stdout)["id"], cwd=git_repo.path)
+    assert r.returncode == 0, r.stderr
+    assert "No profile artefacts" in Path(r.stdout.strip()).read_text(encoding="utf-8")
 
 
 # -- failures -----------------------------------------------------------------------

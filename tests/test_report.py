@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -35,7 +36,8 @@ from perfctl.model import (
     Run,
     SideStats,
 )
-from perfctl.render import charts
+from perfctl.render import charts, history
+from perfctl.render import html as page
 from perfctl.render import html_report as report
 from perfctl.render.charts import format_change, format_per_op, pick_unit
 from perfctl.render.html_report import read_moved, render_comparison, render_history
@@ -300,6 +302,32 @@ def _render(c: Comparison, root: Path, **kw: object) -> str:
 # ------------------------------------------------------------------ units
 
 
+def test_log_axis_ticks_are_labelled_with_their_own_units() -> None:
+    rng = random.Random(5)
+    spread = [
+        make_regime(rng, f"s{i}", "s", IMPROVED, t, t * 0.8) for i, t in enumerate((5e-8, 4e-2))
+    ]
+    y = charts.bars_figure("s", spread, "base", "head")["layout"]["yaxis"]
+    assert y["type"] == "log" and y["title"]["text"] == "time per op (log scale)"
+    scale = 1e-3  # the figure's unit: ms, from the largest CI bound
+    shown = {round(v, 9): t for v, t in zip(y["tickvals"], y["ticktext"], strict=True)}
+    assert shown[0.1] == "100 µs" and shown[1.0] == "1 ms" and shown[1e-4] == "100 ns"
+    assert all(text.endswith(("ns", "µs", "ms", " s")) for text in y["ticktext"])
+    assert min(y["tickvals"]) * scale <= 5e-8 and max(y["tickvals"]) * scale >= 4e-2
+
+
+def test_profile_stacked_bars_have_a_legend() -> None:
+    nodes = [charts.MovedNode("a", 1e-6, 2e-6), charts.MovedNode("b", 3e-6, 1e-6)]
+    fig = charts.profile_waterfall_figure("r", nodes, "base", "head")
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert fig["layout"]["showlegend"] is True
+    assert [(t["name"], t["showlegend"]) for t in bars] == [("b", True), ("a", True)]
+
+
+def test_regime_names_break_only_after_separators() -> None:
+    assert str(page.wbr("a_b[n=1].c<x>")) == "a_<wbr>b[<wbr>n=<wbr>1].<wbr>c&lt;x&gt;"
+
+
 def test_units_are_human() -> None:
     assert pick_unit(2.5e-6) == ("µs", 1e-6)
     assert pick_unit(0.0) == ("ns", 1e-9)
@@ -327,7 +355,7 @@ def test_comparison_structure_matches_golden(project: Path) -> None:
         "chart-bars-fam1",
         "chart-dist-fam0",
         "chart-dist-fam1",
-        "chart-waterfall-regimes",
+        "chart-changes",
     }
 
 
@@ -410,7 +438,7 @@ def test_flamegraphs_embedded_linked_or_missing(
         '<a href="profiles/ipc/summary.json" target="_blank" rel="noopener">head profile '
         "summary</a>" in html
     )
-    labels = re.findall(r"<summary>([a-z ]+) <a href", html)
+    labels = re.findall(r"<summary>fam0\[n=0\]: ([a-z ]+) <a href", html)
     assert labels == ["base flamegraph", "diff flamegraph"]
     monkeypatch.setattr(report, "EMBED_LIMIT_BYTES", 10)
     html = _render(make_comparison(artifacts=art), project)
@@ -430,8 +458,52 @@ def test_no_profile_falls_back_to_regime_deltas(project: Path) -> None:
     art = write_profile(project)
     (project / art["profile_diff"]).write_text("{not json", encoding="utf-8")
     html = _render(make_comparison(artifacts=art), project)
-    assert "chart-waterfall-regimes" in figures(html)
+    assert "chart-changes" in figures(html)
     assert "No differential profile was stored" in html
+
+
+def test_without_a_profile_each_regime_shows_its_stored_change_and_ci(project: Path) -> None:
+    # #12.7: no waterfall summing the medians of unrelated regimes; the stored
+    # change and CI of every tested regime on one % axis instead.
+    c = make_comparison()
+    html = _render(c, project)
+    fig = figures(html)["chart-changes"]
+    assert {t["type"] for t in fig["data"]} == {"scatter"}
+    shown = {
+        y: (x, x + plus, x - minus, t["name"])
+        for t in fig["data"]
+        for x, y, plus, minus in zip(
+            t["x"], t["y"], t["error_x"]["array"], t["error_x"]["arrayminus"], strict=True
+        )
+    }
+    tested = [r for r in c.sorted_regimes() if r.change is not None]
+    assert set(shown) == {r.name for r in tested} and len(shown) == len(tested)
+    for r in tested:
+        x, high, low, verdict = shown[r.name]
+        assert (x, high, low) == pytest.approx((r.change * 100, r.ci_high * 100, r.ci_low * 100))
+        assert verdict == r.verdict
+    band = fig["layout"]["shapes"][0]
+    assert (band["x0"], band["x1"]) == pytest.approx((-2.0, 2.0))
+    assert fig["layout"]["xaxis"]["ticksuffix"] == "%"
+    assert fig["layout"]["yaxis"]["categoryarray"] == [r.name for r in tested]
+    assert "±2% noise threshold" in html
+
+
+def test_the_change_is_said_to_be_hodges_lehmann_and_the_medians_ratio_labelled(
+    project: Path,
+) -> None:
+    # #12.6: 113 -> 155 ns medians with a +7.7% stored change.
+    c = make_comparison()
+    first = replace(c.regimes[0], base=_side(113e-9), head=_side(155e-9), change=0.077,
+                    ci_low=0.01, ci_high=0.2)  # fmt: skip
+    html = _render(replace(c, regimes=(first, *c.regimes[1:])), project)
+    assert "head/base − 1 of the medians" not in html
+    assert "Hodges–Lehmann shift the verdict was decided on" in html
+    row = re.search(r'<tr id="row-fam0-n-0".*?</tr>', html, re.S)
+    assert row
+    assert '>+7.7% <span class="ci">[+1.0%, +20.0%]</span>' in row[0]
+    medians = '<span class="medians" title="head median / base median − 1: not the change">'
+    assert medians + "medians +37.2%</span>" in row[0]
 
 
 @pytest.mark.parametrize(
@@ -525,24 +597,31 @@ def test_history_marks_the_step(tmp_path: Path) -> None:
         assert median["x"] == sorted(median["x"])  # by commit date
 
 
-def test_change_flags_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import perfctl.stats.decision
+def test_history_flags_come_from_change_points_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No second rule of its own (CIs apart and medians 2% apart) behind the
+    # stats one: a change point is what stats.change_points says, or nothing.
+    import perfctl.stats.history
 
-    def broken(_: object) -> list[int]:
-        raise TypeError("old signature")
+    seen: list[list[float]] = []
 
-    monkeypatch.setattr(perfctl.stats.decision, "change_points", broken)
-    med = [1.0, 1.0, 1.3, 1.3]
-    flags = charts.change_flags(med, [m * 0.98 for m in med], [m * 1.02 for m in med])
-    assert flags == [False, False, True, False]
+    def found(medians: list[float]) -> list[int]:
+        seen.append(medians)
+        return [1]
+
+    monkeypatch.setattr(perfctl.stats.history, "change_points", found)
+    assert history.change_flags([1.0, 1.3, 1.3, 1.3]) == [False, True, False, False]
+    assert seen == [[1.0, 1.3, 1.3, 1.3]]
+    monkeypatch.undo()
+    # A zero median: stats cannot tell levels apart, so nothing is marked.
+    assert history.change_flags([1.0, 0.0, 1.3, 1.3, 1.3, 1.3]) == [False] * 6
 
 
 def test_run_summary() -> None:
     res = RegimeResult("r", "f", OK, processes=tuple((float(i),) for i in range(1, 21)))
-    med, lo, hi = charts.run_summary(res)  # type: ignore[misc]
+    med, lo, hi = history.run_summary(res)  # type: ignore[misc]
     assert lo < med < hi and med == 10.5
-    assert charts.run_summary(RegimeResult("r", "f", FAILED)) is None
-    assert charts.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
+    assert history.run_summary(RegimeResult("r", "f", FAILED)) is None
+    assert history.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
         2.0,
         1.0,
         3.0,
@@ -554,9 +633,9 @@ def test_commit_time_normalises_offsets() -> None:
     shifted = Run(
         run.id, run.project, RefInfo("x", "1" * 40, "", "2026-01-01T10:00:00+02:00"), MACHINE, ""
     )
-    assert charts.commit_time(shifted) == "2026-01-01 08:00:00"
+    assert history.commit_time(shifted) == "2026-01-01 08:00:00"
     undated = Run(run.id, run.project, RefInfo("x", "1" * 40), MACHINE, "not a date")
-    assert charts.commit_time(undated) is None
+    assert history.commit_time(undated) is None
 
 
 def test_history_picks_the_common_machine(tmp_path: Path) -> None:
@@ -672,6 +751,41 @@ def test_cli_writes_last_comparison_by_default(project: Path, cli) -> None:  # t
     path = Path(done.stdout.strip())
     assert path == project / "reports" / f"comparison-{c.id}.html"
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_cli_report_shows_the_stored_statistics(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    # A comparison built by the stats stage from skewed process means, whose
+    # Hodges-Lehmann change differs from the medians' ratio; `perfctl report`
+    # must show the stored change, CI and CV, and label the medians' ratio.
+    from perfctl.stats.verdicts import decide_all
+    from perfctl.store.local import open_store
+
+    base = tuple((v,) for v in (100e-9, 101e-9, 102e-9, 103e-9, 104e-9, 122e-9, 123e-9, 124e-9))
+    head = tuple((v,) for v in (105e-9, 106e-9, 107e-9, 108e-9, 155e-9, 156e-9, 157e-9, 158e-9))
+    results = {
+        "skewed": {
+            "base": RegimeResult("skewed", "fam", OK, processes=base),
+            "head": RegimeResult("skewed", "fam", OK, processes=head),
+        }
+    }
+    (r,) = decide_all(results, threshold=0.02, alpha=0.05)
+    assert r.base and r.head and r.change is not None
+    medians = r.head.median_s / r.base.median_s - 1
+    assert abs(medians - r.change) > 0.05  # the two figures really differ
+    c = replace(make_comparison(), regimes=(r,))
+    open_store(project / ".perfctl").save_comparison(c)
+    done = cli("report", "--last", "-o", "r.html", cwd=project)
+    assert done.returncode == 0, done.stderr
+    html = (project / "r.html").read_text(encoding="utf-8")
+    row = re.search(r'<tr id="row-skewed".*?</tr>', html, re.S)
+    assert row
+    assert f'{format_change(r.change)} <span class="ci">' in row[0]
+    assert f"[{format_change(r.ci_low)}, {format_change(r.ci_high)}]" in row[0]
+    assert f"medians {format_change(medians)}</span>" in row[0]
+    assert f"{r.base.cv * 100:.1f}%/{r.head.cv * 100:.1f}%" in row[0]
+    (trace,) = figures(html)["chart-changes"]["data"]
+    assert trace["x"] == [pytest.approx(r.change * 100)]
+    assert trace["name"] == r.verdict
 
 
 def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:  # type: ignore[no-untyped-def]

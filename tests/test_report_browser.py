@@ -14,16 +14,20 @@ import fcntl
 import json
 import os
 import queue
+import random
+import re
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from perfctl.model import IMPROVED, REGRESSED
 from perfctl.render.html_report import render_comparison, render_history
-from tests.test_report import XSS, make_comparison, make_runs, write_profile
+from tests.test_report import XSS, make_comparison, make_regime, make_runs, write_profile
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = (
@@ -264,6 +268,14 @@ def test_comparison_with_profile(browser: Browser, tmp_path: Path) -> None:
             .map(o => o.getBoundingClientRect().height > 100);
     })()""")
     assert opened == [True, True, True]
+    # One table row per profiled regime; its "view" links open the flame graph in the page.
+    viewed = browser.evaluate("""(() => {
+        document.querySelectorAll('details.flame').forEach(d => d.open = false);
+        const rows = document.querySelectorAll('#flamegraph-table tbody tr').length;
+        document.querySelector('#flamegraph-table a.view').click();
+        return {rows, open: [...document.querySelectorAll('details.flame')].map(d => d.open)};
+    })()""")
+    assert viewed == {"rows": 1, "open": [True, False, False]}
 
 
 def test_comparison_without_profile_sorts_and_filters(browser: Browser, tmp_path: Path) -> None:
@@ -272,7 +284,17 @@ def test_comparison_without_profile_sorts_and_filters(browser: Browser, tmp_path
         make_comparison(families=3), project_root=root, out=root / "reports" / "cmp.html"
     )
     state = load(browser, out, _artifacts_dir(tmp_path) / "comparison.png")
-    _check_rendered(state, charts=7)  # 3 bars, 3 distributions, 1 regime waterfall
+    _check_rendered(state, charts=7)  # 3 bars, 3 distributions, 1 per-regime change chart
+    drawn = browser.evaluate("""(() => {
+        const chart = document.querySelector('#chart-changes');
+        return {points: chart.querySelectorAll('.scatterlayer .point').length,
+                whiskers: chart.querySelectorAll('.errorbar').length,
+                ticks: [...chart.querySelectorAll('.xtick text')].map(t => t.textContent),
+                bars: chart.querySelectorAll('.waterfalllayer .point').length};
+    })()""")
+    # 9 of the 10 regimes have a stored change (not the failed one): dot, whisker, % axis.
+    assert (drawn["points"], drawn["whiskers"], drawn["bars"]) == (9, 9, 0)
+    assert drawn["ticks"] and all(t.endswith("%") for t in drawn["ticks"])
     seen = browser.evaluate("""(() => {
         const rows = () => [...document.querySelectorAll('#results-table tbody tr')];
         const visible = () => rows().filter(r => !r.hidden).length;
@@ -337,3 +359,90 @@ def test_cdn_report_offline_degrades_quietly(browser: Browser, tmp_path: Path) -
     # The CDN script is the only request that leaves the disk, and it fails.
     assert all(p.startswith(("network: https://cdn.plot.ly/", "log: ")) for p in state["problems"])
     assert browser.evaluate("document.querySelectorAll('.chart-missing').length") == 5
+
+
+# Where each text line of an element starts: the character before every wrap.
+_WRAPS = """((sel) => [...document.querySelectorAll(sel)].map(el => {
+    const text = el.textContent, range = document.createRange(), out = [];
+    const node = el.firstChild ? document.createTreeWalker(el, NodeFilter.SHOW_TEXT) : null;
+    let top = null, seen = 0;
+    for (let t = node && node.nextNode(); t; t = node.nextNode()) {
+        for (let i = 0; i < t.length; i++, seen++) {
+            range.setStart(t, i); range.setEnd(t, i + 1);
+            const y = range.getClientRects()[0]?.top;
+            if (top !== null && y > top + 2) { out.push(text.slice(0, seen)); }
+            if (y !== undefined) { top = y; }
+        }
+    }
+    return {text, wraps: out};
+}))"""
+LONG_NAMES = (
+    "bytes_roundtrip_512kb[size=524288]",
+    "shm.pipe_copy_large_buffers[n=1048576,mode=rw]",
+)
+
+
+def test_regime_names_wrap_only_between_their_parts(browser: Browser, tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    rng = random.Random(1)
+    c = make_comparison(artifacts=write_profile(root))
+    long = tuple(
+        make_regime(rng, name, "fam0", REGRESSED, 1e-4, 1.2e-4, artifacts=write_profile(root))
+        for name in LONG_NAMES
+    )
+    c = replace(c, regimes=(*c.regimes, *long))
+    out = render_comparison(c, project_root=root, out=root / "reports" / "names.html")
+    browser.call("Emulation.setDeviceMetricsOverride", session=True, width=640, height=900,
+                 deviceScaleFactor=1, mobile=False)  # fmt: skip
+    try:
+        state = load(browser, out, _artifacts_dir(tmp_path) / "comparison-narrow.png")
+        seen = browser.evaluate(f"{_WRAPS}('.results .regime, .profiles .regime')")
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride", session=True)
+    assert state["problems"] == []
+    long_seen = [s for s in seen if s["text"] in LONG_NAMES]
+    assert len(long_seen) == 4  # results table and flamegraph table
+    assert any(s["wraps"] for s in long_seen), "the narrow page should wrap the long names"
+    for s in seen:
+        for before in s["wraps"]:
+            assert before[-1] in "_.[,=/", f"{s['text']!r} wraps inside a word after {before!r}"
+
+
+def test_log_axis_ticks_name_their_unit_and_stacked_bars_have_a_legend(
+    browser: Browser, tmp_path: Path
+) -> None:
+    root = tmp_path / "proj"
+    rng = random.Random(2)
+    # One family spanning 50 ns .. 40 ms: a log axis.
+    spread = tuple(
+        make_regime(rng, f"span[n={i}]", "span", IMPROVED, t, t * 0.8)
+        for i, t in enumerate((5e-8, 3e-6, 4e-2))
+    )
+    c = make_comparison(artifacts=write_profile(root))
+    c = replace(c, regimes=(*c.regimes, *spread))
+    out = render_comparison(c, project_root=root, out=root / "reports" / "axes.html")
+    state = load(browser, out, _artifacts_dir(tmp_path) / "comparison-axes.png")
+    _check_rendered(state, charts=7)
+    seen = browser.evaluate("""(() => {
+        const ticks = id => [...document.querySelectorAll(`#${id} .ytick text`)]
+            .map(t => t.textContent);
+        const title = id => document.querySelector(`#${id} .g-ytitle`)?.textContent;
+        return {
+            log: ticks('chart-bars-span'), logTitle: title('chart-bars-span'),
+            dist: ticks('chart-dist-span'),
+            linear: ticks('chart-waterfall-fam0-n-0'), linearTitle: title('chart-waterfall-fam0-n-0'),
+            legend: [...document.querySelectorAll('#chart-waterfall-fam0-n-0 .legend .traces')]
+                .map(t => t.textContent),
+        };
+    })()""")
+    unit = re.compile(r"\d+(\.\d+)? (ns|µs|ms|s)")
+    assert len(seen["log"]) >= 3 and all(unit.fullmatch(t) for t in seen["log"]), seen["log"]
+    assert all(unit.fullmatch(t) for t in seen["dist"]) and seen["logTitle"] == (
+        "time per op (log scale)"
+    )
+    # A linear axis keeps its unit in the title and plain numbers on the ticks.
+    assert re.fullmatch(r"time per op \((ns|µs|ms|s)\)", seen["linearTitle"])
+    assert all(re.fullmatch(r"[\d.,]+", t) for t in seen["linear"]), seen["linear"]
+    assert sorted(seen["legend"]) == sorted(
+        ["frames2topicmsgs", "recv_multipart", "put", "(elsewhere)"]
+    )

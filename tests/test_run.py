@@ -261,6 +261,24 @@ def test_not_a_project(tmp_path: Path) -> None:
     assert "is not inside a project" in proc.stderr and "Hint:" in proc.stderr
 
 
+def test_explicit_regimes_need_no_project(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "regimes.py").write_text(REGIMES)
+    proc = run_cli("list", "--regimes", "regimes.py", "--format", "json", cwd=bare)
+    assert proc.returncode == 0, proc.stderr
+    assert "work[n=10]" in {r["name"] for r in json.loads(proc.stdout)}
+    proc = run_cli(
+        "run", "--regimes", "regimes.py", "--regime", "direct*", *QUICK, "--format", "json",
+        cwd=bare,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["run"]["status"] == "complete"
+    assert (bare / ".perfctl" / ".gitignore").is_file()  # the current directory is the project
+    # Without --regimes there is still nothing to go on.
+    assert "is not inside a project" in run_cli("list", cwd=bare).stderr
+
+
 def test_usage_error_is_one_line(project: Path) -> None:
     proc = run_cli("run", "--no-such-flag", cwd=project)
     assert proc.returncode == 2
@@ -299,3 +317,23 @@ def test_workers_get_only_the_environment_asked_for(project: Path, inherit: bool
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["rows"]
     assert row["metrics"] == {"seen": 1.0 if inherit else 0.0}
+
+
+def test_run_table_stats_are_the_comparison_summaries():
+    # #11.3: the process is the unit. Three processes with equal means but a
+    # wide spread inside each: the pooled values' CV is 37.5%, the process means'
+    # is 0, and the run table must say what a comparison's summary says.
+    from perfctl.model import OK, RegimeResult
+    from perfctl.render.tables import result_stats
+    from perfctl.stats.decision import summarize
+
+    procs = ((1e-6, 3e-6), (1.5e-6, 2.5e-6), (2e-6, 2e-6), (1e-6, 3e-6))
+    row = result_stats(RegimeResult("r", "f", OK, processes=procs))
+    s = summarize(procs)
+    assert (row["median_s"], row["q1_s"], row["q3_s"], row["cv"]) == (
+        s.median_s,
+        s.q1_s,
+        s.q3_s,
+        s.cv,
+    )
+    assert row["cv"] < 1e-9  # pooled values: 0.375

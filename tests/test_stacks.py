@@ -223,6 +223,68 @@ def test_a_stray_sample_in_another_top_frame_keeps_the_tree_rooted_at_run() -> N
     assert tree is not None and tree.function == "(regime)"
 
 
+def _child_process_stacks() -> Stacks:
+    """A pool regime as py-spy sees it: a forked child a dozen wrapper frames deep."""
+    worker = "perfctl/measure/workers/profile.py"
+    setup = (
+        stacks.SUBPROCESS,
+        Frame("<module>", worker),
+        Frame("main", worker),
+        Frame("_profile", worker),
+        Frame("_GeneratorContextManager.__enter__", "contextlib.py"),
+        Frame("open_regime", "perfctl/regimes/loader.py"),
+        Frame("pool", "bench/regimes.py"),
+        *(Frame(f"mp{i}", "multiprocessing/pool.py") for i in range(10)),
+        Frame("BaseProcess._bootstrap", "multiprocessing/process.py"),
+        Frame("worker", "multiprocessing/pool.py"),
+    )
+    run = Frame("run", "bench/regimes.py")
+    return Stacks(
+        {
+            (*setup, Frame("child_hot", "bench/regimes.py")): 6.6,
+            (*setup, Frame("put", "multiprocessing/queues.py")): 0.4,
+            (run, Frame("parent_hot", "bench/regimes.py")): 0.3,
+            (run, Frame("wait", "threading.py")): 2.7,
+        }
+    )
+
+
+def test_tree_depth_counts_meaningful_frames_so_a_child_process_reaches_its_function() -> None:
+    top_self, _, tree = hotspots.tables(_child_process_stacks(), scale=1e-3, sample_s=0.01)
+    assert tree is not None and top_self[0].function == "child_hot"
+    lines = hotspots.format_tree(tree)
+    marked = [ln for ln in lines if "← most self time" in ln]
+    assert len(marked) == 1 and "child_hot (bench/regimes.py) [6.6 ms/op, 66%]" in marked[0]
+    assert not any("parent_hot" in ln and "most self" in ln for ln in lines)
+
+
+def test_most_self_time_mark_is_on_the_real_maximum_below_the_depth_limit() -> None:
+    deep = tuple(Frame(f"f{i}", "d.py") for i in range(20))
+    s = Stacks({(*deep, Frame("hot", "d.py")): 6.6, (deep[0], Frame("side", "d.py")): 3.4})
+    _, _, tree = hotspots.tables(s, scale=1e-3, sample_s=0.01)
+    assert tree is not None
+    lines = hotspots.format_tree(tree)
+    marked = [ln for ln in lines if "← most self time" in ln]
+    assert len(marked) == 1 and "hot (d.py)" in marked[0] and "66%" in marked[0]
+
+
+@pytest.mark.parametrize(
+    ("frame", "wrapper"),
+    [
+        (Frame("<module>", "app.py"), True),
+        (Frame("main", "/site/perfctl/measure/workers/profile.py"), True),
+        (Frame("Runner.bench_func", "pyperf/_runner.py"), True),
+        (Frame("BaseProcess.run", "multiprocessing/process.py"), True),
+        (Frame("_find_and_load", "<frozen importlib._bootstrap>"), True),
+        (stacks.SUBPROCESS, True),
+        (Frame("child_hot", "bench/regimes.py"), False),
+        (Frame("echo", "perfctl/regimes/builtin/ipc.py"), False),
+    ],
+)
+def test_wrapper_frames(frame: Frame, wrapper: bool) -> None:
+    assert hotspots.is_wrapper(frame) is wrapper
+
+
 def test_format_time_units() -> None:
     assert hotspots.format_time(8.12e-7) == "812 ns"
     assert hotspots.format_time(1.234e-5) == "12.3 µs"

@@ -15,6 +15,7 @@ from scipy import stats as sps
 
 from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE
 from perfctl.stats import decision as stats
+from perfctl.stats import history
 
 Processes = list[tuple[float, ...]]
 FALSE_VERDICTS = (REGRESSED, IMPROVED)
@@ -480,18 +481,19 @@ def noisy_series(rng: np.random.Generator, levels: list[tuple[int, float]]) -> l
 def test_change_points_find_a_step_in_noise() -> None:
     for seed in range(10):
         series = noisy_series(np.random.default_rng(seed), [(15, 1.0), (15, 1.06)])
-        points = stats.change_points(series)
+        points = history.change_points(series)
         assert len(points) == 1 and abs(points[0] - 15) <= 1, (seed, points)
 
 
 def test_change_points_find_a_regression_and_its_fix() -> None:
     series = noisy_series(np.random.default_rng(1), [(10, 1.0), (8, 1.2), (10, 1.0)])
-    assert stats.change_points(series) == [10, 18]
+    assert history.change_points(series) == [10, 18]
 
 
 def test_change_points_find_nothing_in_flat_noise() -> None:
     hits = [
-        stats.change_points(noisy_series(np.random.default_rng(s), [(40, 1.0)])) for s in range(50)
+        history.change_points(noisy_series(np.random.default_rng(s), [(40, 1.0)]))
+        for s in range(50)
     ]
     assert sum(bool(h) for h in hits) <= 1
 
@@ -500,23 +502,23 @@ def test_change_points_ignore_a_single_bad_run() -> None:
     series = noisy_series(np.random.default_rng(3), [(30, 1.0)])
     series[12] *= 1.5
     series[13] *= 1.4
-    assert stats.change_points(series) == []
+    assert history.change_points(series) == []
 
 
 def test_change_points_edge_cases() -> None:
-    assert stats.change_points([]) == []
-    assert stats.change_points([1.0, 2.0, 3.0]) == []  # shorter than two segments
-    assert stats.change_points([1.0] * 10) == []
-    assert stats.change_points([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) == [3]
-    assert stats.change_points([1.0] * 4 + [1.1] * 4, min_size=5) == []
+    assert history.change_points([]) == []
+    assert history.change_points([1.0, 2.0, 3.0]) == []  # shorter than two segments
+    assert history.change_points([1.0] * 10) == []
+    assert history.change_points([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) == [3]
+    assert history.change_points([1.0] * 4 + [1.1] * 4, min_size=5) == []
     # The penalty is in units of the noise variance: huge forbids any split,
     # tiny lets the noise itself be segmented.
     step = noisy_series(np.random.default_rng(4), [(10, 1.0), (10, 1.1)])
-    assert stats.change_points(step) == [10]
-    assert stats.change_points(step, penalty=1e6) == []
-    assert len(stats.change_points(step, penalty=0.1)) > 1
+    assert history.change_points(step) == [10]
+    assert history.change_points(step, penalty=1e6) == []
+    assert len(history.change_points(step, penalty=0.1)) > 1
     with pytest.raises(ValueError, match="positive"):
-        stats.change_points([1.0, 0.0, 1.0, 1.0])
+        history.change_points([1.0, 0.0, 1.0, 1.0])
 
 
 def test_busy_machine_warning_names_the_load_against_the_cpus() -> None:

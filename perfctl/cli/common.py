@@ -95,8 +95,10 @@ def interrupted(exc: KeyboardInterrupt | None = None) -> None:
 
 
 def one_line(text: str) -> str:
-    """Collapse newlines so an error stays on one line."""
-    return " ".join(str(text).split())
+    """Collapse newlines so an error stays on one line; no control or bidi characters."""
+    from perfctl.render.escape import strip_unsafe
+
+    return " ".join(strip_unsafe(text).split())
 
 
 def guarded(fn: F) -> F:

@@ -10,6 +10,7 @@ import typer
 from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
 from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
 from perfctl.errors import EXIT_REGRESSION, UsageError
+from perfctl.jobs.shard import parse_shard
 from perfctl.model import Comparison
 
 
@@ -18,6 +19,20 @@ class Order(StrEnum):
 
     abba = "abba"
     random = "random"
+
+
+class Pairing(StrEnum):
+    """What a pair of base and head measurements shares."""
+
+    process = "process"
+    same_process = "same-process"
+
+
+class Clock(StrEnum):
+    """Which clock times a value."""
+
+    wall = "wall"
+    cpu = "cpu"
 
 
 class ProfileWhich(StrEnum):
@@ -69,6 +84,34 @@ def compare_cmd(
         Order, typer.Option("--order", help="Interleaving: abba or seeded random.")
     ] = Order.abba,
     seed: Annotated[int, typer.Option("--seed", help="Seed for random order and bootstrap.")] = 0,
+    pairing: Annotated[
+        Pairing,
+        typer.Option(
+            "--pairing",
+            help="process: each ref in its own worker processes; same-process: both refs "
+            "timed alternately inside every worker (install = false projects).",
+        ),
+    ] = Pairing.process,
+    clock: Annotated[
+        Clock,
+        typer.Option(
+            "--clock",
+            help="wall, or cpu: the timing thread's CPU time (same-process pairing; "
+            "single-threaded regimes that wait on nothing).",
+        ),
+    ] = Clock.wall,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard", help="K/N: measure only shard K of N (merge with `perfctl merge`)."
+        ),
+    ] = None,
+    shard_run: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-run", help="Id shared by the shards of one run (default $GITHUB_RUN_ID)."
+        ),
+    ] = None,
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting them.")
     ] = False,
@@ -90,9 +133,9 @@ def compare_cmd(
         str | None,
         typer.Option("--comparison", help="With --from-store: the stored comparison (id)."),
     ] = None,
-    unpaired: Annotated[
+    mix_runs: Annotated[
         bool,
-        typer.Option("--unpaired", help="With --from-store: pair runs measured apart (warned)."),
+        typer.Option("--mix-runs", help="With --from-store: pair runs measured apart (warned)."),
     ] = False,
     profile: Annotated[
         ProfileWhich | None,
@@ -115,7 +158,6 @@ def compare_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs import compare
-    from perfctl.render import tables as render
 
     config = load_config(project)
     settings = compare.settings_for(
@@ -131,6 +173,9 @@ def compare_cmd(
         alpha=alpha,
         order=order.value,
         seed=seed,
+        pairing=pairing.value,
+        clock=clock.value,
+        shard=parse_shard(shard, shard_run) if shard else None,
         confirm=confirm,
         rebuild=rebuild,
         regimes=tuple(regimes or ()),
@@ -141,16 +186,18 @@ def compare_cmd(
         lock_wait=lock_wait,
     )
     err = Console(stderr=True)
-    if (comparison or unpaired) and not from_store:
+    if shard and from_store:
+        raise UsageError("--shard measures; --from-store does not", "drop one of them")
+    if (comparison or mix_runs) and not from_store:
         raise UsageError(
-            f"{'--comparison' if comparison else '--unpaired'} needs --from-store",
+            f"{'--comparison' if comparison else '--mix-runs'} needs --from-store",
             "add --from-store (it re-decides stored measurements)",
         )
     if from_store:
         from perfctl.jobs.recompute import compare_from_store
 
         c = compare_from_store(
-            config, base, head, settings, comparison=comparison, unpaired=unpaired
+            config, base, head, settings, comparison=comparison, mix_runs=mix_runs
         )
     else:
         with err.status("comparing") as status:
@@ -165,6 +212,17 @@ def compare_cmd(
         c = compare.profile_comparison(
             config, c, profile.value, progress=err.print, regimes=tuple(regimes or ())
         )
+    show_comparison(c, fmt)
+    _exit_code(c, fail_on_regression)
+
+
+def show_comparison(c: Comparison, fmt: Format) -> None:
+    """Print a comparison in the chosen format (notes and warnings on stderr)."""
+    from rich.console import Console
+
+    from perfctl.render import tables as render
+
+    err = Console(stderr=True)
     if fmt == Format.json:
         emit(render.format_compare_json(c))
     elif fmt == Format.markdown:
@@ -175,8 +233,13 @@ def compare_cmd(
         metrics = render.format_metrics_table(c)
         if metrics is not None:
             console.print(metrics)
+        test = (
+            "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
+            if c.settings.get("pairing") == "same-process"
+            else "Mann–Whitney U on per-process means"
+        )
         err.print(
-            f"Verdicts: Mann–Whitney U on per-process means, Benjamini–Hochberg corrected "
+            f"Verdicts: {test}, Benjamini–Hochberg corrected "
             f"across {_families(c)}; change CI must clear ±{c.threshold * 100:.0f}%."
         )
         for w in c.warnings:
@@ -184,6 +247,29 @@ def compare_cmd(
         if c.recomputed_from:
             err.print(f"recomputed from stored comparison {c.recomputed_from}; measured nothing")
         err.print(f"stored as comparison {c.id}")
+
+
+@guarded
+def merge_cmd(
+    inputs: Annotated[
+        list[str],
+        typer.Argument(help="Shards: comparison.json files, artefact directories or stored ids."),
+    ],
+    project: ProjectOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when a regime regressed.")
+    ] = False,
+) -> None:
+    """Merge the shards of one sharded compare into one comparison, verdicts recomputed.
+
+    Example: perfctl merge artefacts/ --fail-on-regression
+    """
+    from perfctl.config import load_config
+    from perfctl.jobs.shard import merge_inputs
+
+    c = merge_inputs(load_config(project), inputs)
+    show_comparison(c, fmt)
     _exit_code(c, fail_on_regression)
 
 
@@ -224,3 +310,4 @@ def _exit_code(c: Comparison, fail_on_regression: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add compare."""
     app.command("compare", rich_help_panel=MEASURE)(compare_cmd)
+    app.command("merge", rich_help_panel=MEASURE)(merge_cmd)

@@ -102,7 +102,7 @@ def list_cmd(
     from perfctl.envs import current_target
     from perfctl.regimes import discovery
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     target = current_target(config)
     files = discovery.regime_files(config, regimes or [])
     infos = discovery.select(
@@ -163,7 +163,7 @@ def run_cmd(
     from perfctl.jobs.run import RunOptions, run_checkout
     from perfctl.render import tables as render
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
@@ -205,11 +205,9 @@ def runs_cmd(
 
     Example: perfctl runs --format json
     """
-    from perfctl.config import load_config
-    from perfctl.store.local import open_store
+    from perfctl.jobs.manage import stored_runs
 
-    config = load_config(project)
-    runs = open_store(config.state_dir).list_runs()
+    runs, state_dir = stored_runs(project)
     records = [
         {
             "id": r.id,
@@ -231,7 +229,7 @@ def runs_cmd(
     emit_listing(
         fmt,
         records,
-        f"{len(runs)} runs in {config.state_dir}",
+        f"{len(runs)} runs in {state_dir}",
         ("Run", "Ref", "Sha", "Started", "Status", "Regimes", "Machine"),
         rows,
     )
@@ -248,12 +246,10 @@ def comparisons_cmd(
 
     Example: perfctl comparisons --format json
     """
-    from perfctl.config import load_config
+    from perfctl.jobs.manage import stored_comparisons
     from perfctl.render.tables import counts_line
-    from perfctl.store.local import open_store
 
-    config = load_config(project)
-    found = open_store(config.state_dir).list_comparisons()
+    found, state_dir = stored_comparisons(project)
     records = [
         {
             "id": c.id,
@@ -264,7 +260,7 @@ def comparisons_cmd(
             "head_sha": c.head.sha,
             "counts": c.counts(),
             "recomputed_from": c.recomputed_from,
-            "unpaired": bool(c.settings.get("unpaired")),
+            "mix_runs": bool(c.settings.get("mix_runs")),
         }
         for c in found
     ]
@@ -282,7 +278,7 @@ def comparisons_cmd(
     emit_listing(
         fmt,
         records,
-        f"{len(found)} comparisons in {config.state_dir}",
+        f"{len(found)} comparisons in {state_dir}",
         ("Comparison", "Created", "Base", "Head", "Verdicts", "Source"),
         rows,
     )
@@ -290,8 +286,8 @@ def comparisons_cmd(
 
 def _provenance(c: Comparison) -> str:
     """Where a comparison's figures come from: measured, or recomputed from which."""
-    if c.settings.get("unpaired"):
-        return f"unpaired runs ({c.recomputed_from or 'no comparison'})"
+    if c.settings.get("mix_runs"):
+        return f"runs measured apart ({c.recomputed_from or 'no comparison'})"
     if c.recomputed_from:
         return f"recomputed from {c.recomputed_from}"
     return "recomputed (older perfctl)" if c.settings.get("from_store") else "measured"
@@ -312,23 +308,10 @@ def clean_cmd(
 
     Example: perfctl clean --worktrees --envs
     """
-    from perfctl import envs as envs_mod
-    from perfctl.config import load_config
-    from perfctl.git import refs as gitrefs
-    from perfctl.store.local import open_store
-    from perfctl.store.lock import project_lock
+    from perfctl.jobs.manage import clean
 
-    config = load_config(project)
-    everything = not (worktrees or envs or results)
-    with project_lock(config.state_dir, what="clean"):
-        if worktrees or everything:
-            if (config.root / ".git").exists():
-                n = gitrefs.remove_worktrees(config.root, config.state_dir)
-                emit(f"removed {n} worktree(s)")
-        if envs or everything:
-            emit(f"removed {envs_mod.remove_envs(config.state_dir)} environment(s)")
-        if results or everything:
-            emit(f"removed {open_store(config.state_dir).remove_all()} stored record(s)")
+    for line in clean(project, worktrees=worktrees, envs=envs, results=results):
+        emit(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,9 @@ PlanArg = Annotated[
 
 
 def _say(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from perfctl.render.escape import strip_unsafe  # names and refs are user text
+
+    sys.stderr.write(strip_unsafe(text) + "\n")
     sys.stderr.flush()
 
 

@@ -136,7 +136,7 @@ def profile_cmd(
     from perfctl.config import load_config
     from perfctl.profile import pyspy
 
-    config = load_config(project)
+    config = load_config(project, standalone=bool(regimes))
     pyspy.find_py_spy()  # before building any environment
     options: dict[str, Any] = dict(
         duration=duration,

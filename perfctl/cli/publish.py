@@ -16,7 +16,6 @@ from perfctl.errors import UsageError
 
 if TYPE_CHECKING:
     from perfctl.jobs.ci import CiOutcome
-    from perfctl.model import Comparison
     from perfctl.publish.github import CommentResult
 
 RepoOpt = Annotated[
@@ -44,7 +43,9 @@ class CiKind(StrEnum):
 
 
 def _say(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from perfctl.render.escape import strip_unsafe  # names and refs are user text
+
+    sys.stderr.write(strip_unsafe(text) + "\n")
     sys.stderr.flush()
 
 
@@ -54,41 +55,6 @@ def _report_result(result: CommentResult, where: str) -> None:
         _say(f"No change and no earlier comment on {where}: nothing posted (--only-on-change).")
     else:
         _say(f"Comment {result.action} on {where}{url}")
-
-
-def _stored(project: Path | None, comparison_id: str | None) -> tuple[Comparison, Path]:
-    """The chosen stored comparison (absolute artefact paths) and the reports dir."""
-    from perfctl.config import load_config
-    from perfctl.jobs.ci import absolute_artifacts
-    from perfctl.store.local import open_store
-
-    config = load_config(project)
-    store = open_store(config.state_dir)
-    c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
-    return absolute_artifacts(c, config.root), config.reports_dir
-
-
-def _render(
-    project: Path | None,
-    comparison_id: str | None,
-    comparison_file: Path | None,
-    marker_id: str,
-    url_base: str | None,
-) -> tuple[str, bool]:
-    """The body for a stored comparison or a comparison.json, and whether it changed."""
-    from perfctl.jobs.ci import read_comparison_file
-    from perfctl.render.comment import CommentOptions, check_url_base, has_changes, render_comment
-
-    base_url = check_url_base(url_base)
-    if comparison_file is not None:
-        c, root, report = read_comparison_file(comparison_file), None, "report.html"
-    else:
-        c, root = _stored(project, comparison_id)
-        report = f"comparison-{c.id}.html"  # what `perfctl report` writes there
-    opts = CommentOptions(
-        marker_id=marker_id, url_base=base_url, artifact_root=root, report_name=report
-    )
-    return render_comment(c, opts), has_changes(c)
 
 
 @guarded
@@ -144,7 +110,9 @@ def comment(
             )
         body, changed = ci.read_body_file(body_file, mark), None
     else:
-        body, changed = _render(project, comparison_id, comparison_file, marker_id, url_base)
+        body, changed = ci.comment_body(
+            project, comparison_id, comparison_file, marker_id, url_base
+        )
     if dry_run:
         emit(body)
         return
@@ -201,6 +169,13 @@ def ci_cmd(
     regimes: RegimesOpt = None,
     regime: GlobOpt = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option("--shard", help="K/N: one shard; no comment or gate (`perfctl merge` does)."),
+    ] = None,
+    shard_run: Annotated[
+        str | None, typer.Option("--shard-run", help="Id shared by the shards of one run.")
+    ] = None,
     project: ProjectOpt = None,
 ) -> None:
     """Compare in CI: write artefacts and the job summary, comment on the PR, then gate.
@@ -213,6 +188,7 @@ def ci_cmd(
     from perfctl.config import load_config
     from perfctl.jobs.ci import CiOptions, run_ci
     from perfctl.jobs.compare import settings_for
+    from perfctl.jobs.shard import parse_shard
 
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
@@ -233,6 +209,7 @@ def ci_cmd(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
         family=family,
+        shard=parse_shard(shard, shard_run) if shard else None,
     )
     opts = CiOptions(
         base=base,

@@ -57,7 +57,7 @@ def report(
     Example: perfctl report --last -o reports/pr-42.html
     """
     from perfctl.config import load_config
-    from perfctl.render.html_report import write_report
+    from perfctl.jobs.report import write_report
 
     config = load_config(project)
     path = write_report(

@@ -215,7 +215,7 @@ def write_artifacts(
 
     Artefact paths in ``c`` are relative to ``dest`` (see collect_profiles).
     """
-    from perfctl.store.local import atomic_write_text
+    from perfctl.files import atomic_write_text
 
     files = [dest / "comparison.json", dest / "comparison.md"]
     atomic_write_text(files[0], json.dumps(to_dict(c), indent=1, sort_keys=True) + "\n")
@@ -290,9 +290,16 @@ def run_ci(
     notes += report_notes
     summary_note = append_step_summary(env, body)
     notes += [summary_note] if summary_note else []
-    comment, error, why_not = _maybe_post(ctx, body, mark, env)
-    notes += [why_not] if why_not else []
-    code = EXIT_FAILURE if error is not None else gate_exit_code(c, opts.fail_on_regression)
+    shard = opts.settings.shard if opts.settings is not None else None
+    if shard is not None:
+        # One shard of many: the fan-in job merges, comments once and gates.
+        comment, error = None, None
+        notes.append(f"shard {shard.label()}: `perfctl merge` in the fan-in job comments and gates")
+        code = gate_exit_code(c, False)
+    else:
+        comment, error, why_not = _maybe_post(ctx, body, mark, env)
+        notes += [why_not] if why_not else []
+        code = EXIT_FAILURE if error is not None else gate_exit_code(c, opts.fail_on_regression)
     return CiOutcome(c, body, tuple(files), tuple(notes), comment, error, code)
 
 
@@ -320,6 +327,40 @@ def _maybe_post(
 
 
 # -- `perfctl comment` inputs ----------------------------------------------------------
+def comment_body(
+    project: Path | None,
+    comparison_id: str | None,
+    comparison_file: Path | None,
+    marker_id: str,
+    url_base: str | None,
+) -> tuple[str, bool]:
+    """The body for a stored comparison or a comparison.json, and whether it changed."""
+    from perfctl.render.comment import CommentOptions, check_url_base, has_changes, render_comment
+    from perfctl.store.schema import read_comparison_file
+
+    base_url = check_url_base(url_base)
+    if comparison_file is not None:
+        c, root, report = read_comparison_file(comparison_file), None, "report.html"
+    else:
+        c, root = stored_comparison(project, comparison_id)
+        report = f"comparison-{c.id}.html"  # what `perfctl report` writes there
+    opts = CommentOptions(
+        marker_id=marker_id, url_base=base_url, artifact_root=root, report_name=report
+    )
+    return render_comment(c, opts), has_changes(c)
+
+
+def stored_comparison(project: Path | None, comparison_id: str | None) -> tuple[Comparison, Path]:
+    """The chosen stored comparison (absolute artefact paths) and the reports dir."""
+    from perfctl.config import load_config
+    from perfctl.store.local import open_store
+
+    config = load_config(project)
+    store = open_store(config.state_dir)
+    c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
+    return absolute_artifacts(c, config.root), config.reports_dir
+
+
 def absolute_artifacts(c: Comparison, root: Path) -> Comparison:
     """Artefact paths made absolute (relative ones are relative to ``root``)."""
     rows = tuple(
@@ -329,24 +370,6 @@ def absolute_artifacts(c: Comparison, root: Path) -> Comparison:
         for r in c.regimes
     )
     return replace(c, regimes=rows)
-
-
-def read_comparison_file(path: Path) -> Comparison:
-    """A comparison from its JSON form (comparison.json of `perfctl ci`), validated."""
-    from perfctl.model import comparison_from_dict
-    from perfctl.render.comment import compose
-
-    try:
-        c = comparison_from_dict(json.loads(path.read_text(encoding="utf-8")))
-        compose(c, CommentOptions(), details=True, max_changed=0)  # renders, or raises
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UsageError(
-            f"{path} is not a perfctl comparison ({type(exc).__name__})",
-            "pass the comparison.json written by `perfctl ci`",
-        ) from exc
-    return c
 
 
 def read_body_file(path: Path, mark: str) -> str:

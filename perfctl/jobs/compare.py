@@ -7,27 +7,29 @@ Benjamini–Hochberg correction → verdicts → stored Comparison.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfctl.config import Config
 from perfctl.envs import Target
-from perfctl.errors import RegimeLoadError
+from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
-from perfctl.measure import interleave, runner
+from perfctl.jobs.shard import Shard, split
+from perfctl.measure import duo, interleave, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
-    FAILED,
     OK,
-    SKIPPED,
     Comparison,
     RefInfo,
     RegimeInfo,
     RegimeResult,
     Run,
+    Status,
 )
 from perfctl.regimes import discovery
 from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
@@ -50,6 +52,7 @@ class CompareSettings:
     subjects: tuple[tuple[str, str], ...] = ()
     lock_wait: float = 600.0
     name: str = "default"
+    shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
 
     @property
     def threshold(self) -> float:
@@ -85,6 +88,8 @@ def settings_for(
     alpha: float | None = None,
     order: str = "abba",
     seed: int = 0,
+    pairing: str = "process",
+    clock: str = "wall",
     **kw: object,
 ) -> CompareSettings:
     """The settings chosen by flags: a preset, then config keys, then flags win.
@@ -92,7 +97,6 @@ def settings_for(
     The config's ``rounds``/``time_budget`` tune the default preset only (an explicit
     ``--fast``/``--rigorous`` keeps its own); ``threshold``/``alpha`` always apply.
     """
-    from perfctl.errors import UsageError
 
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
@@ -105,6 +109,13 @@ def settings_for(
     ):
         if given is not None and given <= 0:
             raise UsageError(f"{flag} must be above 0 (got {given:g})", "or leave it out")
+    if clock == "cpu" and pairing != "same-process":
+        raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
+    if pairing == "same-process" and config is not None and config.install:
+        raise UsageError(
+            "same-process pairing needs install = false (both refs run from source)",
+            "use --pairing process (the default) for this project",
+        )
     if config is not None:
         if not (fast or rigorous):
             rounds = rounds if rounds is not None else config.rounds
@@ -124,6 +135,8 @@ def settings_for(
         time_budget=time_budget if time_budget is not None else sched.time_budget,
         order=order,
         seed=seed,
+        pairing=pairing,
+        clock=clock,
         threshold=threshold if threshold is not None else sched.threshold,
     )
     return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)  # type: ignore[arg-type]
@@ -281,6 +294,8 @@ def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
         errors = "; ".join(sides[s].load_error for s in SIDES if sides[s].load_error)
         raise RegimeLoadError(errors or "no regimes found", "fix the regimes file")
     chosen = discovery.select(list(merged.values()), settings.globs, settings.family)
+    if settings.shard is not None:
+        chosen = split(chosen, settings.shard)
     return [c.name for c in chosen]
 
 
@@ -315,24 +330,54 @@ def _measure_regime(
     workers = {s: _worker(config, sides[s], files) for s in SIDES}
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
+    paired = settings.schedule.pairing == "same-process"
+
     def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
-        return stats.is_clear(stats.compare_sides(b, h), threshold=settings.threshold)
+        from perfctl.stats.paired import compare_paired
+
+        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
+        return stats.is_clear(change, threshold=settings.threshold)
+
+    def say_round(r: int) -> None:
+        say(f"{name}: round {r}")
 
     with interleave.workdir() as tmp:
-        data = interleave.measure_pair(
-            workers,
-            info,
-            settings.schedule,
-            logs,
-            Path(tmp),
-            clear,
-            lambda r: say(f"{name}: round {r}"),
-        )
+        if paired:
+            data = _measure_same_process(workers, info, settings, logs, Path(tmp), clear, say_round)
+        else:
+            data = interleave.measure_pair(
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round
+            )
         results = {s: _result(infos[s] or info, data[s], logs[s], Path(tmp), s) for s in SIDES}
         merged = {
             s: interleave.merge_pyperf(data[s].files, Path(tmp) / f"{s}-all.json") for s in SIDES
         }
         return _save_results(store, sides, results, merged)
+
+
+def _measure_same_process(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    settings: CompareSettings,
+    logs: dict[str, Path],
+    tmp: Path,
+    clear: duo.IsClear,
+    progress: Callable[[int], None],
+) -> dict[str, SideData]:
+    """Both refs in every worker process (``--pairing same-process``); pyperf files kept."""
+    why = duo.unsupported(workers)
+    if why:
+        raise UsageError(why, "use --pairing process (the default) for this project")
+    data = {s: SideData() for s in SIDES}
+    deadline = time.monotonic() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    loops = interleave.calibrate_both(workers, info, logs, data, deadline)
+    if not loops:
+        return data
+    sched = settings.schedule
+    data = duo.measure_duo(workers, info, sched, loops, logs["base"], tmp, clear, progress)
+    for s in SIDES:
+        data[s].files = duo.write_pyperf(data[s], info, tmp / f"{s}-duo.json")
+    return data
 
 
 def _unmeasurable(
@@ -344,10 +389,14 @@ def _unmeasurable(
         info = infos[s]
         if info is None:
             reason = sides[s].load_error or "regime not defined for this ref"
-            out[s] = RegimeResult(name=name, family="", status=FAILED, reason=reason)
+            out[s] = RegimeResult(name=name, family="", status=Status.FAILED, reason=reason)
         elif info.skip_reason:
             out[s] = RegimeResult(
-                name=name, family=info.family, status=SKIPPED, reason=info.skip_reason, ops=info.ops
+                name=name,
+                family=info.family,
+                status=Status.SKIPPED,
+                reason=info.skip_reason,
+                ops=info.ops,
             )
     if not out:
         return {}
@@ -358,7 +407,7 @@ def _unmeasurable(
             out[s] = RegimeResult(
                 name=name,
                 family=info.family,
-                status=SKIPPED,
+                status=Status.SKIPPED,
                 ops=info.ops,
                 reason="not measured: the other ref cannot run it",
                 baseline=info.baseline,
@@ -371,7 +420,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if d.ok else FAILED,
+        status=OK if d.ok else Status.FAILED,
         ops=info.ops,
         processes=tuple(d.processes),
         order=tuple(d.order),
@@ -406,7 +455,11 @@ def _assemble(
 
     refs = {s: sides[s].target.ref for s in SIDES}
     rows = verdicts.decide_all(
-        measured, threshold=settings.threshold, alpha=settings.alpha, seed=settings.schedule.seed
+        measured,
+        threshold=settings.threshold,
+        alpha=settings.alpha,
+        seed=settings.schedule.seed,
+        pairing=settings.schedule.pairing,
     )
     commits: tuple[RefInfo, ...] = ()
     if refs["base"].sha and refs["head"].sha:
@@ -430,6 +483,7 @@ def _assemble(
             # What was asked for: `plan` tells a whole-suite comparison from a narrower one.
             "globs": list(settings.globs),
             "family": settings.family,
+            "shard": dataclasses.asdict(settings.shard) if settings.shard else None,
         },
     )
 
@@ -455,7 +509,11 @@ def _confirm(
     rows = {
         r.name: r
         for r in verdicts.decide_all(
-            remeasured, threshold=settings.threshold, alpha=settings.alpha, seed=1
+            remeasured,
+            threshold=settings.threshold,
+            alpha=settings.alpha,
+            seed=1,
+            pairing=settings.schedule.pairing,
         )
     }
     out = []

@@ -24,11 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfctl.errors import UsageError
 from perfctl.jobs.compare import CompareSettings
 from perfctl.measure.interleave import Schedule
 from perfctl.model import IMPROVED, Comparison
+
+if TYPE_CHECKING:
+    from perfctl.config import Config
 
 Say = Callable[[str], None]
 GIT_IDENTITY = [
@@ -114,10 +118,8 @@ def _most_improved(c: Comparison) -> str | None:
 
 def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -> DemoResult:
     """Write the project, then compare, profile, report and plan it."""
-    from perfctl import envs
     from perfctl.config import load_config
     from perfctl.jobs import compare
-    from perfctl.jobs import profile as profiling
     from perfctl.plan import update as plan
     from perfctl.render import html_report as report
     from perfctl.store.local import open_store
@@ -135,23 +137,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         progress=say,
     )
     result = DemoResult(root=root, comparison=c)
-    best = _most_improved(c)
-    if best:
-        say(f"profiling {best} on {tags[0]} and {tags[-1]}")
-        before, after = (envs.prepare_target(config, t) for t in (tags[0], tags[-1]))
-        diff = profiling.profile_pair(
-            config, best, before, after, duration=1.5 if quick else 4.0, log=say
-        )
-        result.profile = diff.artifacts()
-        c = replace(
-            c,
-            regimes=tuple(
-                replace(r, artifacts={**r.artifacts, **result.profile}) if r.name == best else r
-                for r in c.regimes
-            ),
-        )
-        open_store(config.state_dir).save_comparison(c)
-        result.comparison = c
+    c = _profile_most_improved(config, c, (tags[0], tags[-1]), quick, say, result)
     spec = plan.load_spec(config)
     for i, phase in enumerate(spec.phases):
         say(f"measuring phase {phase.id} ({phase.before} → {phase.after})")
@@ -177,3 +163,37 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
     result.plan = plan_path
     result.missed = list(getattr(outcome, "warnings", ()) or ())
     return result
+
+
+def _profile_most_improved(
+    config: Config,
+    c: Comparison,
+    refs: tuple[str, str],
+    quick: bool,
+    say: Say,
+    result: DemoResult,
+) -> Comparison:
+    """Profile the most-improved regime on both refs and store the comparison with it."""
+    from perfctl import envs
+    from perfctl.jobs import profile as profiling
+    from perfctl.store.local import open_store
+
+    best = _most_improved(c)
+    if not best:
+        return c
+    say(f"profiling {best} on {refs[0]} and {refs[1]}")
+    before, after = (envs.prepare_target(config, t) for t in refs)
+    diff = profiling.profile_pair(
+        config, best, before, after, duration=1.5 if quick else 4.0, log=say
+    )
+    result.profile = diff.artifacts()
+    c = replace(
+        c,
+        regimes=tuple(
+            replace(r, artifacts={**r.artifacts, **result.profile}) if r.name == best else r
+            for r in c.regimes
+        ),
+    )
+    open_store(config.state_dir).save_comparison(c)
+    result.comparison = c
+    return c

@@ -12,9 +12,8 @@ so a half-written profile is never presented as finished. Artefacts::
     <reports>/profiles/<regime>/<before>-vs-<after>/
         diff.svg  diff-reverse.svg  diff.json
 
-``summary.json`` and ``diff.json`` are documented by
-:mod:`perfctl.profile.records`, which also decides where artefacts live.
-A failed attempt leaves only a log under ``<state>/logs/``.
+``summary.json`` and ``diff.json``: :mod:`perfctl.profile.records`, which also decides
+where artefacts live. A failed attempt leaves only a log under ``<state>/logs/``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ commits, or the one ``--comparison ID`` names. It re-applies the statistics (wit
 this invocation's threshold, alpha and regime selection) to the raw values of that
 comparison's runs and keeps its warnings, load averages and machines; the result is
 stored with ``recomputed_from`` set. Pairing runs from different comparisons is
-refused unless ``--unpaired`` asks for it, and then every output carries a warning.
+refused unless ``--mix-runs`` asks for it, and then every output carries a warning.
 """
 
 from __future__ import annotations
@@ -36,26 +36,26 @@ def compare_from_store(
     settings: CompareSettings | None = None,
     *,
     comparison: str | None = None,
-    unpaired: bool = False,
+    mix_runs: bool = False,
 ) -> Comparison:
     """Re-decide a stored comparison of BASE and HEAD (measures nothing); store it."""
     from perfctl.jobs.compare import DEFAULT
 
     settings = settings or DEFAULT
-    if comparison and unpaired:
+    if comparison and mix_runs:
         raise UsageError(
-            "--comparison and --unpaired exclude each other",
-            "--comparison recomputes one measured comparison; leave --unpaired out",
+            "--comparison and --mix-runs exclude each other",
+            "--comparison recomputes one measured comparison; leave --mix-runs out",
         )
     store = open_store(config.state_dir)
     refs = _resolve(config, base, head)
     source = _pick(store, refs, comparison)
     if source is not None:
-        c = _recompute(store, source, refs, settings)
-    elif unpaired and not _same(refs):
-        c = _unpaired(config, store, refs, settings)
+        c = _recompute(config, store, source, refs, settings)
+    elif mix_runs and not _same(refs):
+        c = _mix_runs(config, store, refs, settings)
     else:
-        raise _no_comparison(store, refs, unpaired)
+        raise _no_comparison(store, refs, mix_runs)
     store.save_comparison(c)
     return c
 
@@ -73,19 +73,27 @@ def _same(refs: dict[str, RefInfo]) -> bool:
     return (b.sha, b.dirty) == (h.sha, h.dirty)
 
 
-def _matches(c: Comparison, refs: dict[str, RefInfo]) -> bool:
-    """Whether a comparison measured exactly these two commits, in this order."""
-    b, h = refs["base"], refs["head"]
-    return (c.base.sha, c.base.dirty, c.head.sha, c.head.dirty) == (b.sha, b.dirty, h.sha, h.dirty)
+def _key(ref: RefInfo) -> tuple[str, bool]:
+    return (ref.sha, ref.dirty)
+
+
+def _orientation(c: Comparison, refs: dict[str, RefInfo]) -> bool | None:
+    """Whether a comparison measured these two commits: as asked (False), swapped (True)."""
+    asked = (_key(refs["base"]), _key(refs["head"]))
+    if (_key(c.base), _key(c.head)) == asked:
+        return False
+    if (_key(c.head), _key(c.base)) == asked:
+        return True
+    return None
 
 
 def _pick(store: SqliteStore, refs: dict[str, RefInfo], cid: str | None) -> Comparison | None:
     """The comparison to recompute: the one named, else the newest measured one."""
     if cid is None:
         found = store.comparisons_of(refs["base"].sha, refs["head"].sha)
-        return next((c for c in found if c.measured and _matches(c, refs)), None)
+        return next((c for c in found if c.measured and _orientation(c, refs) is not None), None)
     c = store.load_comparison(cid)
-    if not _matches(c, refs):
+    if _orientation(c, refs) is None:
         raise UsageError(
             f"comparison {c.id} compares {c.base.ref} ({c.base.short}) → "
             f"{c.head.ref} ({c.head.short}), not {refs['base'].ref} → {refs['head'].ref}",
@@ -102,26 +110,46 @@ def _pick(store: SqliteStore, refs: dict[str, RefInfo], cid: str | None) -> Comp
 
 
 def _recompute(
-    store: SqliteStore, source: Comparison, refs: dict[str, RefInfo], settings: CompareSettings
+    config: Config,
+    store: SqliteStore,
+    source: Comparison,
+    refs: dict[str, RefInfo],
+    settings: CompareSettings,
 ) -> Comparison:
-    """Re-decide the raw values of a measured comparison's own runs."""
+    """Re-decide the raw values of a measured comparison's own runs (sides as asked)."""
+    swapped = bool(_orientation(source, refs))
     runs = {s: _load(store, source, s) for s in SIDES}
-    kept = [r.name for r in source.regimes]
-    pairs = _pairs(runs["base"], runs["head"], kept, settings)
-    origin = source.recomputed_from or source.id
-    seed = int(source.settings.get("seed", 0) or 0)
+    if swapped:  # measured head → base: the same interleaved runs, read the other way
+        runs = {"base": runs["head"], "head": runs["base"]}
+    pairs = _pairs(runs["base"], runs["head"], [r.name for r in source.regimes], settings)
+    stored = source.settings
+    # How the values were measured decides how they are analysed, whatever this call says.
+    seed = int(stored.get("seed", 0) or 0)
+    pairing = str(stored.get("pairing") or "process")
+    old = () if swapped else source.regimes  # profile links are per side
     return replace(
         source,
         id=new_id(),
         created=utcnow(),
         base=refs["base"],  # the refs asked for, not the names they were measured under
         head=refs["head"],
-        regimes=_decide(pairs, settings, seed, source.regimes),
+        machine=runs["base"].machine if swapped else source.machine,
+        head_machine=runs["head"].machine if swapped else source.head_machine,
+        regimes=_decide(pairs, settings, seed, old, pairing=pairing),
         threshold=settings.threshold,
         alpha=settings.alpha,
-        settings={**source.settings, "from_store": True},
-        recomputed_from=origin,
+        commits=_commits(config, refs) if swapped else source.commits,
+        base_run=runs["base"].id,
+        head_run=runs["head"].id,
+        settings={**stored, "from_store": True},
+        recomputed_from=source.recomputed_from or source.id,
     )
+
+
+def _commits(config: Config, refs: dict[str, RefInfo]) -> tuple[RefInfo, ...]:
+    from perfctl.git import refs as gitrefs
+
+    return gitrefs.commits_between(config.root, refs["base"].sha, refs["head"].sha)
 
 
 def _load(store: SqliteStore, source: Comparison, side: str) -> Run:
@@ -146,16 +174,23 @@ def _pairs(b_run: Run, h_run: Run, names: list[str] | None, settings: CompareSet
 
 
 def _decide(
-    pairs: Pairs, settings: CompareSettings, seed: int, old: tuple[RegimeComparison, ...] = ()
+    pairs: Pairs,
+    settings: CompareSettings,
+    seed: int,
+    old: tuple[RegimeComparison, ...] = (),
+    *,
+    pairing: str = "process",
 ) -> tuple[RegimeComparison, ...]:
     from perfctl.stats import verdicts
 
-    rows = verdicts.decide_all(pairs, threshold=settings.threshold, alpha=settings.alpha, seed=seed)
+    rows = verdicts.decide_all(
+        pairs, threshold=settings.threshold, alpha=settings.alpha, seed=seed, pairing=pairing
+    )
     linked = {r.name: r.artifacts for r in old if r.artifacts}  # keep profile links
     return tuple(replace(r, artifacts=linked.get(r.name, r.artifacts)) for r in rows)
 
 
-# --- --unpaired: runs from different comparisons, warned -------------------------------------
+# --- --mix-runs: runs from different comparisons, warned -------------------------------------
 
 
 def _latest_run(store: SqliteStore, ref: RefInfo) -> Run:
@@ -178,12 +213,10 @@ def _origin(store: SqliteStore, run: Run) -> Comparison | None:
     return next((c for c in found if c.measured and run.id in (c.base_run, c.head_run)), None)
 
 
-def _unpaired(
+def _mix_runs(
     config: Config, store: SqliteStore, refs: dict[str, RefInfo], settings: CompareSettings
 ) -> Comparison:
-    """Pair the newest run of each commit (asked for with --unpaired), with warnings."""
-    from perfctl.git import refs as gitrefs
-
+    """Pair the newest run of each commit (asked for with --mix-runs), with warnings."""
     runs = {s: _latest_run(store, refs[s]) for s in SIDES}
     origins = {s: _origin(store, runs[s]) for s in SIDES}
     pairs = _pairs(runs["base"], runs["head"], None, settings)
@@ -198,24 +231,22 @@ def _unpaired(
         regimes=_decide(pairs, settings, settings.schedule.seed),
         threshold=settings.threshold,
         alpha=settings.alpha,
-        warnings=_unpaired_warnings(runs, origins),
-        commits=gitrefs.commits_between(config.root, refs["base"].sha, refs["head"].sha),
+        warnings=_mixed_warnings(runs, origins),
+        commits=_commits(config, refs),
         base_run=b_run.id,
         head_run=h_run.id,
-        settings=_unpaired_settings(origins, settings),
+        settings=_mixed_settings(origins, settings),
         recomputed_from="+".join(c.id if c else "" for c in origins.values()).strip("+"),
     )
 
 
-def _unpaired_warnings(
-    runs: dict[str, Run], origins: dict[str, Comparison | None]
-) -> tuple[str, ...]:
+def _mixed_warnings(runs: dict[str, Run], origins: dict[str, Comparison | None]) -> tuple[str, ...]:
     def where(side: str) -> str:
         c = origins[side]
         return f"comparison {c.id}" if c else f"run {runs[side].id}, started {runs[side].started}"
 
     out = [
-        f"unpaired (--unpaired): base and head were not measured together (base from "
+        f"runs measured apart (--mix-runs): base and head were not measured together (base from "
         f"{where('base')}, head from {where('head')}); a difference may be the other "
         "session's load, machine state or regime set rather than the code"
     ]
@@ -231,19 +262,19 @@ def _unpaired_warnings(
     return tuple(dict.fromkeys(out))
 
 
-def _unpaired_settings(
+def _mixed_settings(
     origins: dict[str, Comparison | None], settings: CompareSettings
 ) -> dict[str, Any]:
     loads = [x for c in origins.values() if c for x in c.settings.get("load_average") or ()]
     return {
         "from_store": True,
-        "unpaired": True,
+        "mix_runs": True,
         "preset": settings.name,
         "load_average": [min(loads), max(loads)] if loads else None,
     }
 
 
-def _no_comparison(store: SqliteStore, refs: dict[str, RefInfo], unpaired: bool) -> UsageError:
+def _no_comparison(store: SqliteStore, refs: dict[str, RefInfo], mix_runs: bool) -> UsageError:
     """The refusal: which comparisons exist for these commits, and what to run."""
     b, h = refs["base"], refs["head"]
     if _same(refs):
@@ -262,7 +293,7 @@ def _no_comparison(store: SqliteStore, refs: dict[str, RefInfo], unpaired: bool)
     return UsageError(
         f"no stored comparison measured {b.ref} ({b.short}) against {h.ref} ({h.short})",
         f"{exist}Measure them together with `perfctl compare {_q(b)} {_q(h)}`"
-        + ("" if unpaired else ", or pass --unpaired to pair runs measured apart (warned)"),
+        + ("" if mix_runs else ", or pass --mix-runs to pair runs measured apart (warned)"),
     )
 
 

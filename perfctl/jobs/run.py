@@ -12,7 +12,7 @@ from pathlib import Path
 from perfctl import __version__
 from perfctl.config import Config
 from perfctl.measure import runner
-from perfctl.model import FAILED, OK, SKIPPED, RefInfo, RegimeInfo, RegimeResult, Run
+from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status
 from perfctl.regimes import discovery
 from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
 
@@ -66,7 +66,7 @@ def skipped(info: RegimeInfo) -> RegimeResult:
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=SKIPPED,
+        status=Status.SKIPPED,
         ops=info.ops,
         reason=info.skip_reason or "",
         baseline=info.baseline,
@@ -80,7 +80,7 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if outcome.ok else FAILED,
+        status=OK if outcome.ok else Status.FAILED,
         ops=info.ops,
         processes=outcome.processes,
         order=tuple(range(len(outcome.processes))),
@@ -114,7 +114,7 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
         run = new_run(config, target.ref, settings)
         store.begin_run(run)
         failed = _measure_all(store, run, worker, infos, options.precision, config, progress)
-        return store.finish_run(run.id, FAILED if failed else "complete")
+        return store.finish_run(run.id, "failed" if failed else "complete")
 
 
 def _measure_all(

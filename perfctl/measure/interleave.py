@@ -34,6 +34,11 @@ class Schedule:
     warmups: int = 1
     min_time: float = 0.05
     order: str = "abba"  # or "random"
+    # "process": each ref in its own worker processes; "same-process": both refs
+    # in every worker process, timed alternately (measure/duo.py).
+    pairing: str = "process"
+    # "wall" (perf_counter) or "cpu" (the timing thread's CPU time; same-process only).
+    clock: str = "wall"
     seed: int = 0
     threshold: float = 0.02
 
@@ -57,13 +62,14 @@ def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, st
     return ("base", "head") if i % 2 == 0 else ("head", "base")
 
 
-def _calibrate(
+def calibrate_both(
     workers: dict[str, runner.Worker],
     info: RegimeInfo,
     logs: dict[str, Path],
     data: dict[str, SideData],
     deadline: float,
 ) -> int:
+    """One calibrated loop count for both sides (0 when neither side could run)."""
     # One loop count for both sides, so each value amortises the same loop overhead.
     for side in SIDES:
         out = runner.calibrate(
@@ -122,7 +128,7 @@ def measure_pair(
     timeout = info.timeout or runner.DEFAULT_TIMEOUT
     deadline = time.monotonic() + timeout
     soft_end = time.monotonic() + sched.time_budget
-    loops = _calibrate(workers, info, logs, data, deadline)
+    loops = calibrate_both(workers, info, logs, data, deadline)
     if not loops:
         return data
     for side in SIDES:

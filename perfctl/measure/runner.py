@@ -177,6 +177,11 @@ def _failure(log: Path, rc: int | None, timeout: float) -> str:
     return f"{last} (exit code {rc}; log: {log})"
 
 
+def failure_reason(log: Path, rc: int | None, timeout: float) -> str:
+    """Why a worker failed: its own exception line, a signal or the timeout."""
+    return _failure(log, rc, timeout)
+
+
 def read_processes(path: Path) -> tuple[tuple[tuple[float, ...], ...], int]:
     """Per-process values (warmups dropped) and loops from a pyperf JSON file."""
     import pyperf

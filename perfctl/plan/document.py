@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from perfctl.errors import PlanError
 from perfctl.model import Comparison, SideStats
+from perfctl.plan.spec import CheckState, change_text
 
 if TYPE_CHECKING:
     from perfctl.plan.spec import Check, PlanSpec
@@ -314,6 +315,7 @@ def baseline_lines(spec: PlanSpec, state: PhaseState | None) -> list[str]:
         *_source(spec.command(state.phase)),
         f"Median us/op at `{state.phase.before}` ({c.base.short}), {_measured(c)}:",
         "",
+        *_provenance(c),
         "| Regime | Direct (us/op) | System (us/op) | Slowdown |",
         "| --- | ---: | ---: | ---: |",
     ]
@@ -333,7 +335,7 @@ def _row(r: Row) -> str:
     rc = r.rc
     base = rc.base.median_s if rc and rc.base else None
     head = rc.head.median_s if rc and rc.head else None
-    change = f"{rc.change * 100:+.2f}%" if rc and rc.change is not None else "—"
+    change = change_text(rc.change) if rc and rc.change is not None else "—"
     target = "; ".join(c.cell() for c in r.checks) or "—"
     verdict = (rc.verdict or "—") if rc else "not measured"
     return f"| {_regime(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
@@ -358,11 +360,13 @@ def _tally(state: PhaseState) -> str:
 
 
 def _count(what: str, checks: Sequence[Check]) -> str:
+    # Unverified and unmeasured checks are counted apart: neither met nor missed.
     if not checks:
         return ""
-    unknown = sum(c.met is None for c in checks)
-    extra = f" ({unknown} not measured)" if unknown else ""
-    return f"{what}: {sum(c.met is True for c in checks)} of {len(checks)}{extra}"
+    n = {state: sum(c.state == state for c in checks) for state in CheckState}
+    apart = [f"{n[s]} {s}" for s in (CheckState.UNVERIFIED, CheckState.NOT_MEASURED) if n[s]]
+    extra = f" ({', '.join(apart)})" if apart else ""
+    return f"{what}: {n[CheckState.MET]} of {len(checks)}{extra}"
 
 
 def phase_lines(spec: PlanSpec, state: PhaseState) -> list[str]:
@@ -377,8 +381,19 @@ def phase_lines(spec: PlanSpec, state: PhaseState) -> list[str]:
             f"Median us/op, `{p.before}` ({c.base.short}) → "
             f"`{p.after}` ({c.head.short}), {_measured(c)}:",
             "",
+            *_provenance(c),
         ]
     return [*head, *result_table(state), "", _tally(state)]
+
+
+def _provenance(c: Comparison) -> list[str]:
+    """The comparison's own warnings (busy machine, runs measured apart) and its source."""
+    from perfctl.render.escape import md_escape
+
+    lines = [f"> Warning: {md_escape(w, 1000)}" for w in c.warnings]
+    if c.recomputed_from:
+        lines.append(f"> Recomputed from stored comparison {md_escape(c.recomputed_from)}.")
+    return [*lines, ""] if lines else []
 
 
 def _metric_names(states: Sequence[PhaseState]) -> list[str]:

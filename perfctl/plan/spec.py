@@ -17,9 +17,11 @@ generated from phases declared in config::
     guards = ["mixed_pipeline"]
     status = "in progress"              # optional: "planned" | "in progress"
 
-Targets: ``-20%`` / ``+5%`` bound the relative change of the median (a sign is
-required), ``2x`` asks for a speed-up of at least 2 (before / after), and
-``<10us`` (``ns``, ``us``, ``ms``, ``s``) bounds the after-side median. A
+Targets: ``-20%`` / ``+5%`` bound the stored change of the comparison, the
+Hodges-Lehmann shift its row shows in the Change column (a sign is required),
+``2x`` asks for a speed-up of at least 2 (1 / (1 + change)), and ``<10us``
+(``ns``, ``us``, ``ms``, ``s``) bounds the after-side median. A target on an
+inconclusive, failed or skipped regime is unverified, never met. A
 regime is named by its full name (``echo[size=64]``), the name before ``[``
 (``echo``: every variant), or ``family.name``.
 """
@@ -30,15 +32,26 @@ import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from perfctl.config import Config
 from perfctl.errors import PlanError
-from perfctl.model import FAILED, REGRESSED, RegimeComparison
+from perfctl.model import FAILED, INCONCLUSIVE, NO_CHANGE, REGRESSED, SKIPPED, RegimeComparison
 
 PLAN_KEYS = ("phases", "baseline_phase", "source")
-PHASE_KEYS = ("id", "name", "before", "after", "regimes", "targets", "guards", "status")
+PHASE_KEYS = (
+    "id",
+    "name",
+    "before",
+    "after",
+    "regimes",
+    "targets",
+    "guards",
+    "status",
+    "comparison",
+)
 PLANNED = "planned"
 IN_PROGRESS = "in progress"
 STATUSES = (PLANNED, IN_PROGRESS)
@@ -53,22 +66,41 @@ _ABSOLUTE = re.compile(r"^<\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|μs|ms|s)$")
 _PHASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+class CheckState(StrEnum):
+    """How a target or guard fared; each state has its own mark and is counted apart."""
+
+    MET = "met"  # a guard: held
+    MISSED = "missed"  # a guard: broken (regressed, or head failed)
+    UNVERIFIED = "unverified"  # measured, but the verdict cannot back a claim either way
+    NOT_MEASURED = "not measured"
+
+
+MARKS = {
+    CheckState.MET: "✅",
+    CheckState.MISSED: "❌",
+    CheckState.UNVERIFIED: "⚠️",
+    CheckState.NOT_MEASURED: "❔",
+}
+# Verdicts on which no target can be judged: the figure is noise, or missing.
+UNVERIFIABLE = (INCONCLUSIVE, FAILED, SKIPPED)
+
+
 @dataclass(frozen=True)
 class Check:
-    """One target or guard judged against a measurement (``met`` None: not measured)."""
+    """One target or guard judged against a stored comparison."""
 
     label: str
     figure: str
-    met: bool | None
+    state: CheckState
     guard: bool = False
 
     def cell(self) -> str:
-        """The table cell, e.g. ``-20% → -43.1% ✅ met``."""
-        mark = {True: "✅", False: "❌", None: "❔"}[self.met]
+        """The table cell, e.g. ``-20% → -43.10% ✅ met`` or ``guard: no regression ✅``."""
+        mark = MARKS[self.state]
         if self.guard:
-            return f"{self.label} {mark}" + ("" if self.met is not None else " not measured")
-        word = {True: "met", False: "missed", None: "not measured"}[self.met]
-        return f"{self.label} → {self.figure or '—'} {mark} {word}"
+            held_or_broken = self.state in (CheckState.MET, CheckState.MISSED)
+            return f"{self.label} {mark}" + ("" if held_or_broken else f" {self.state}")
+        return f"{self.label} → {self.figure or '—'} {mark} {self.state}"
 
 
 @dataclass(frozen=True)
@@ -81,28 +113,60 @@ class Target:
     unit: str = ""
 
     def evaluate(self, rc: RegimeComparison | None) -> Check:
-        """Judge this target against one regime's comparison."""
-        measured = _measured_value(self, rc)
-        if measured is None:
-            return Check(self.text, "", None)
+        """Judge this target on the figure its row shows: the stored change, or the after median.
+
+        The figure is judged as shown (rounded), so a cell never reads
+        ``-20% → -20.00% ❌``. A regime whose verdict is inconclusive, failed
+        or skipped leaves the target unverified; so does a "no change" verdict
+        whose figure meets a target that no change would miss.
+        """
+        if rc is None or not rc.verdict:
+            return Check(self.text, "", CheckState.NOT_MEASURED)
+        shown = _shown_figure(self, rc)
+        if rc.verdict in UNVERIFIABLE:
+            return Check(self.text, shown[0] if shown else "", CheckState.UNVERIFIED)
+        if shown is None:
+            return Check(self.text, "", CheckState.NOT_MEASURED)
+        text, value = shown
+        if not self.met_by(value):
+            return Check(self.text, text, CheckState.MISSED)
+        if rc.verdict == NO_CHANGE and self.kind != "absolute" and not self.met_by_no_change():
+            return Check(self.text, text, CheckState.UNVERIFIED)
+        return Check(self.text, text, CheckState.MET)
+
+    def met_by(self, figure: float) -> bool:
+        """Whether a figure in this target's terms (change, factor, seconds) meets it."""
         if self.kind == "relative":
-            return Check(self.text, f"{measured * 100:+.1f}%", measured <= self.value)
+            return figure <= self.value
         if self.kind == "speedup":
-            return Check(self.text, f"{measured:.2f}x", measured >= self.value)
-        shown = measured / UNITS[self.unit]
-        return Check(self.text, f"{_significant(shown)}{self.unit}", measured < self.value)
+            return figure >= self.value
+        return figure < self.value
+
+    def met_by_no_change(self) -> bool:
+        """Whether a change of exactly zero would meet this relative or speed-up target."""
+        return self.met_by(0.0 if self.kind == "relative" else 1.0)
 
 
-def _measured_value(t: Target, rc: RegimeComparison | None) -> float | None:
-    if rc is None or rc.verdict == FAILED or rc.head is None:
-        return None
+def _shown_figure(t: Target, rc: RegimeComparison) -> tuple[str, float] | None:
+    """The target's figure as the cell shows it, and its value rounded the same way."""
     if t.kind == "absolute":
-        return rc.head.median_s
-    if rc.base is None or rc.head.median_s <= 0:
+        if rc.head is None:
+            return None
+        text = _significant(rc.head.median_s / UNITS[t.unit])
+        return f"{text}{t.unit}", float(text) * UNITS[t.unit]
+    if rc.change is None or rc.change <= -1:
         return None
     if t.kind == "relative":
-        return rc.head.median_s / rc.base.median_s - 1
-    return rc.base.median_s / rc.head.median_s
+        # The Change column's own format: one figure per row.
+        text = change_text(rc.change)
+        return text, float(text.rstrip("%")) / 100
+    text = f"{1 / (1 + rc.change):.2f}"
+    return f"{text}x", float(text)
+
+
+def change_text(change: float) -> str:
+    """The stored change as the plan shows it, e.g. ``-19.98%`` (Change column and targets)."""
+    return f"{change * 100:+.2f}%"
 
 
 def _significant(x: float) -> str:
@@ -114,11 +178,15 @@ def _significant(x: float) -> str:
 
 
 def guard_check(rc: RegimeComparison | None) -> Check:
-    """A guard holds unless the regime regressed (or failed)."""
+    """A guard holds on a measured verdict other than regressed; inconclusive is unverified."""
     label = "guard: no regression"
-    if rc is None or rc.verdict in ("", "skipped") or rc.head is None:
-        return Check(label, "", None, guard=True)
-    return Check(label, "", rc.verdict not in (REGRESSED, FAILED), guard=True)
+    if rc is None or not rc.verdict:
+        return Check(label, "", CheckState.NOT_MEASURED, guard=True)
+    if rc.verdict == REGRESSED or rc.head_status == FAILED:
+        return Check(label, "", CheckState.MISSED, guard=True)
+    if rc.verdict in UNVERIFIABLE:
+        return Check(label, "", CheckState.UNVERIFIED, guard=True)
+    return Check(label, "", CheckState.MET, guard=True)
 
 
 def parse_target(text: str) -> Target:
@@ -146,6 +214,7 @@ class Phase:
     targets: tuple[tuple[str, Target], ...] = ()
     guards: tuple[str, ...] = ()
     status: str | None = None
+    comparison: str = ""  # a pinned stored comparison id; empty: the newest that covers the phase
 
     def primary(self) -> tuple[str, ...]:
         """The regimes the phase aims at: ``regimes`` then any other target keys."""
@@ -248,6 +317,13 @@ def _targets(value: Any) -> tuple[tuple[str, Target], ...]:
     return tuple(out)
 
 
+def _pin(value: Any) -> str:
+    if not isinstance(value, str):
+        hint = 'pin a stored comparison by its id, e.g. comparison = "20260101T120000-ab12cd"'
+        raise _Bad("comparison", "`comparison` must be a stored comparison id", hint)
+    return value.strip()
+
+
 def _phase_id(raw: Any) -> str:
     pid = str(raw).strip() if isinstance(raw, int | str) and not isinstance(raw, bool) else ""
     if not _PHASE_ID.match(pid):
@@ -281,6 +357,7 @@ def _phase(table: dict[str, Any]) -> Phase:
         targets=_targets(table.get("targets", {})),
         guards=_strings(table, "guards"),
         status=_phase_status(table.get("status")),
+        comparison=_pin(table.get("comparison", "")),
     )
 
 

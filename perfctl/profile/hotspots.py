@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from perfctl.profile.stacks import LOOP, Frame, Stacks
+from perfctl.profile.stacks import LOOP, MARKERS, Frame, Stacks
 
 ROOT = Frame("(regime)")
 # Deeper stacks are cut here (the rest counts as the last kept frame's self
@@ -23,6 +23,30 @@ MAX_DEPTH = 256
 ENTRY_SHARE = 0.95
 # A call passing at least this share of its time to its only callee is a "chain".
 CHAIN_SHARE = 0.98
+# Runtime plumbing between the worker and the user's code: perfctl's worker and
+# loader, pyperf, process and thread start-up. The pruned tree's depth does not
+# count these frames, so a child process's branch (a dozen multiprocessing frames
+# deep before the user's function) is not cut at its run loop.
+_WRAPPER_FILES = (
+    "/perfctl/measure/workers/",
+    "/perfctl/regimes/loader.py",
+    "/perfctl/regimes/api.py",
+    "/pyperf/",
+    "/multiprocessing/",
+    "/concurrent/futures/",
+    "/threading.py",
+    "/contextlib.py",
+    "/runpy.py",
+    "/importlib/",
+)
+
+
+def is_wrapper(frame: Frame) -> bool:
+    """Whether ``frame`` is runtime plumbing rather than code worth a tree level."""
+    if frame in MARKERS or frame.name == "<module>" or frame.file.startswith("<frozen"):
+        return True
+    path = "/" + frame.file.replace("\\", "/")
+    return any(part in path for part in _WRAPPER_FILES)
 
 
 @dataclass(frozen=True)
@@ -145,6 +169,28 @@ class TreeEntry:
         return f"{self.function} ({self.file})" if self.file else self.function
 
 
+def hottest_path(node: CallNode) -> tuple[Frame, ...]:
+    """The frames from below ``node`` down to the node with the most self time."""
+    best: tuple[float, tuple[Frame, ...]] = (node.self_s, ())
+    todo: list[tuple[CallNode, tuple[Frame, ...]]] = [(node, ())]
+    while todo:  # iterative: stacks may be MAX_DEPTH deep
+        current, path = todo.pop()
+        for child in current.children:
+            child_path = (*path, child.frame)
+            if child.self_s > best[0]:
+                best = (child.self_s, child_path)
+            todo.append((child, child_path))
+    return best[1]
+
+
+@dataclass(frozen=True)
+class _Prune:
+    scale: float
+    total_s: float
+    min_share: float
+    max_children: int
+
+
 def prune_tree(
     node: CallNode,
     *,
@@ -154,28 +200,31 @@ def prune_tree(
     max_depth: int = 8,
     max_children: int = 6,
 ) -> TreeEntry:
-    """The call tree as TreeEntry, keeping nodes of at least ``min_share``."""
-    kids: tuple[TreeEntry, ...] = ()
-    if max_depth > 0:
-        kids = tuple(
-            prune_tree(
-                c,
-                scale=scale,
-                total_s=total_s,
-                min_share=min_share,
-                max_depth=max_depth - 1,
-                max_children=max_children,
-            )
-            for c in node.children[:max_children]
-            if c.total_s >= min_share * total_s
-        )
+    """The call tree as TreeEntry, keeping nodes of at least ``min_share``.
+
+    ``max_depth`` counts meaningful frames only (see :func:`is_wrapper`), and
+    the path to the node with the most self time is always kept, so the
+    tree's "most self time" mark lands on the real maximum.
+    """
+    rule = _Prune(scale, total_s, min_share, max_children)
+    return _prune(node, rule, max_depth, hottest_path(node))
+
+
+def _prune(node: CallNode, rule: _Prune, depth: int, hot: tuple[Frame, ...]) -> TreeEntry:
+    kids = []
+    for i, c in enumerate(node.children):
+        on_hot = bool(hot) and c.frame == hot[0]
+        keep = depth > 0 and i < rule.max_children and c.total_s >= rule.min_share * rule.total_s
+        if keep or on_hot:
+            left = depth if is_wrapper(c.frame) else depth - 1
+            kids.append(_prune(c, rule, max(left, 0), hot[1:] if on_hot else ()))
     return TreeEntry(
         node.frame.name,
         node.frame.file,
-        node.total_s / (total_s or 1.0),
-        node.total_s * scale,
-        node.self_s * scale,
-        kids,
+        node.total_s / (rule.total_s or 1.0),
+        node.total_s * rule.scale,
+        node.self_s * rule.scale,
+        tuple(kids),
     )
 
 

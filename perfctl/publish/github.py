@@ -1,10 +1,20 @@
 """A small GitHub REST client for one pull request's issue comments.
 
-Only three endpoints are used::
+Only these endpoints are used::
 
     GET   {api}/repos/{owner}/{repo}/issues/{number}/comments   (paginated, Link)
     POST  {api}/repos/{owner}/{repo}/issues/{number}/comments
     PATCH {api}/repos/{owner}/{repo}/issues/comments/{id}
+    GET   {api}/user                   who the token is (a user or PAT token)
+    POST  {graphql}  viewer { login }  who it is when /user says 403 (App/Actions tokens)
+
+perfctl only ever updates a marked comment **written by the token's own
+identity**: anyone can post a comment whose first line is the marker, and
+patching theirs would let them show fake results. The identity is asked
+only when a marked comment exists; an App or Actions token (``GET /user``
+answers 403) is identified by GraphQL's ``viewer`` (``<app-slug>[bot]``),
+else taken to be the Actions bot, ``github-actions[bot]``. A wrong guess can
+only cost a second comment, never someone else's.
 
 The API base comes from ``GITHUB_API_URL`` (GitHub Enterprise:
 ``https://HOST/api/v3``) and the token from ``GITHUB_TOKEN``. Rate limits
@@ -25,24 +35,37 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from perfctl import __version__
 from perfctl.errors import PublishError, UsageError
+from perfctl.publish.answers import SCOPE_HINT, GitHubHTTPError, http_error
+from perfctl.publish.retry import (
+    DEFAULT_MAX_WAIT_S,
+    RetryPolicy,
+    is_rate_limited,
+    policy_from_env,
+    retry_delay,
+)
+
+__all__ = [  # the retry rules and error answers live apart; importers find them here too
+    "DEFAULT_MAX_WAIT_S",
+    "SCOPE_HINT",
+    "GitHubHTTPError",
+    "RetryPolicy",
+    "is_rate_limited",
+    "policy_from_env",
+    "retry_delay",
+]
 
 DEFAULT_API_URL = "https://api.github.com"
-DEFAULT_MAX_WAIT_S = 60.0
 MAX_PAGES = 100  # 10,000 comments: more means something is wrong
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces
-
-SCOPE_HINT = (
-    "the token needs `pull-requests: write` and `issues: write` permissions; "
-    "pull requests from forks only get a read-only token, so post from a "
-    "`workflow_run` workflow (see `perfctl init --ci github`)"
-)
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
+ACTIONS_BOT = "github-actions[bot]"  # who an Actions GITHUB_TOKEN comments as
+VIEWER_QUERY = "query { viewer { login } }"
 
 
 @dataclass(frozen=True)
@@ -57,16 +80,6 @@ class Target:
     def repo(self) -> str:
         """``OWNER/NAME``."""
         return f"{self.owner}/{self.name}"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long to keep trying: total budget, first backoff, per-request timeout."""
-
-    max_wait_s: float = DEFAULT_MAX_WAIT_S
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    timeout_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -118,74 +131,15 @@ def token_from_env(env: Mapping[str, str]) -> str | None:
     return token or None
 
 
-def policy_from_env(env: Mapping[str, str]) -> RetryPolicy:
-    """The retry policy, with ``PERFCTL_GITHUB_MAX_WAIT``/``_BACKOFF`` overrides."""
-    return RetryPolicy(
-        max_wait_s=_env_float(env, "PERFCTL_GITHUB_MAX_WAIT", DEFAULT_MAX_WAIT_S),
-        backoff_s=_env_float(env, "PERFCTL_GITHUB_BACKOFF", 1.0),
-    )
-
-
-def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise UsageError(
-            f"{name}={_clip(raw)} is not a number of seconds", f"set {name} to e.g. 60, or unset it"
-        )
-    return value
-
-
 def _clip(text: str, limit: int = 80) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-# -- retry decisions (pure) ----------------------------------------------------
-def _header_seconds(value: str | None, now: float) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:  # retry-after may also be an HTTP date
-        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError):
-        return None
-
-
-def is_rate_limited(status: int, headers: Mapping[str, str]) -> bool:
-    """429, or 403 that GitHub marks as a (primary or secondary) rate limit."""
-    if status == 429:
-        return True
-    return status == 403 and (
-        headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers
-    )
-
-
-def retry_delay(
-    status: int | None, headers: Mapping[str, str], attempt: int, policy: RetryPolicy, now: float
-) -> float | None:
-    """Seconds to wait before retrying, or None when the answer is final.
-
-    ``status`` None means the request never got an answer (network error).
-    """
-    backoff = min(policy.backoff_s * 2**attempt, policy.max_backoff_s)
-    if status is not None and is_rate_limited(status, headers):
-        asked = _header_seconds(headers.get("retry-after"), now)
-        if asked is None and headers.get("x-ratelimit-reset"):
-            reset = _header_seconds(headers.get("x-ratelimit-reset"), 0.0)
-            asked = None if reset is None else max(0.0, reset - now)
-        return backoff if asked is None else asked
-    if status is None or status >= 500:
-        return backoff
-    return None
+def graphql_url(api_url: str) -> str:
+    """GraphQL's endpoint for a REST base (GitHub Enterprise: ``/api/v3`` -> ``/api/graphql``)."""
+    base = api_url.rstrip("/")
+    return base.removesuffix("/v3") + "/graphql" if base.endswith("/api/v3") else base + "/graphql"
 
 
 # -- the client ----------------------------------------------------------------
@@ -202,6 +156,7 @@ class GitHub:
         import httpx
 
         self._token = token
+        self._login: str | None = None
         self.api_url = api_url.rstrip("/")
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
@@ -242,12 +197,37 @@ class GitHub:
             url = self._same_origin(links.get("next", {}).get("url"))
         return out
 
+    def identity(self) -> str:
+        """The login comments made with this token carry (asked once, then cached)."""
+        if self._login is None:
+            self._login = self._ask_identity()
+        return self._login
+
+    def _ask_identity(self) -> str:
+        try:
+            data, _ = self._call("GET", f"{self.api_url}/user")
+        except GitHubHTTPError as exc:
+            if exc.status != 403:
+                raise
+            # An App installation or Actions token may not read /user.
+            return self._viewer_login() or ACTIONS_BOT
+        return _login(_get(data, "login"), "GET /user")
+
+    def _viewer_login(self) -> str | None:
+        """The bot login GraphQL reports for an App token, or None if it will not say."""
+        try:
+            data, _ = self._call("POST", graphql_url(self.api_url), {"query": VIEWER_QUERY})
+        except GitHubHTTPError:
+            return None
+        login = _get(data, "data", "viewer", "login")
+        return _login(login, "viewer") if login is not None else None
+
     def create_comment(self, target: Target, body: str, mark: str) -> dict[str, Any]:
         """POST a new comment; before re-posting after a 5xx, look for it first."""
 
         def posted_after_all() -> dict[str, Any] | None:
             # A 502 may hide a comment that was created: never post it twice.
-            return find_marked(self.list_comments(target), mark)
+            return find_marked(self.list_comments(target), mark, self.identity())
 
         data, _ = self._call("POST", self._comments_url(target), {"body": body}, posted_after_all)
         return data if isinstance(data, dict) else {}
@@ -298,7 +278,7 @@ class GitHub:
                 last = f"{resp.status_code} {resp.reason_phrase}"
             delay = retry_delay(status, headers, attempt, self.policy, time.time())
             if delay is None and resp is not None:
-                raise self._scrub(_http_error(method, url, resp))
+                raise self._scrub(http_error(method, url, resp))
             limited = status is not None and is_rate_limited(status, headers)
             self._wait(delay or 0.0, attempt, started, last, limited)
             attempt += 1
@@ -329,10 +309,25 @@ class GitHub:
     def _scrub(self, exc: PublishError) -> PublishError:
         # Belt and braces: no server echo or library message may carry the token.
         if self._token and (self._token in exc.message or self._token in exc.hint):
-            return PublishError(
-                exc.message.replace(self._token, "***"), exc.hint.replace(self._token, "***")
-            )
+            exc.message = exc.message.replace(self._token, "***")
+            exc.hint = exc.hint.replace(self._token, "***")
+            exc.args = (exc.message,)
         return exc
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _login(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _LOGIN.match(value):
+        raise PublishError(
+            f"GitHub's {where} answer names no valid login",
+            "check GITHUB_API_URL points at the REST API",
+        )
+    return value
 
 
 def _json(resp: Any) -> Any:
@@ -345,48 +340,22 @@ def _json(resp: Any) -> Any:
         ) from exc
 
 
-def _api_message(resp: Any) -> str:
-    try:
-        data = resp.json()
-    except ValueError:
-        return ""
-    return _clip(data.get("message", ""), 200) if isinstance(data, dict) else ""
-
-
-def _http_error(method: str, url: str, resp: Any) -> PublishError:
-    """The PublishError for a final (non-retryable) error answer."""
-    path = urlsplit(url).path
-    status = f"{resp.status_code} {resp.reason_phrase}"
-    said = _api_message(resp)
-    said = f": {said}" if said else ""
-    if resp.status_code == 401:
-        return PublishError(
-            f"GitHub rejected the token: {status} ({method} {path})",
-            "set GITHUB_TOKEN to a valid token; in GitHub Actions add "
-            "`GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}` to the step's env",
-        )
-    if resp.status_code == 403:
-        return PublishError(
-            f"GitHub refused the request: {status} ({method} {path}){said}", SCOPE_HINT
-        )
-    if resp.status_code == 404:
-        return PublishError(
-            f"GitHub answered {status} for {method} {path}",
-            "check --repo OWNER/NAME and --pr N; a token that cannot see a "
-            "private repository also gets 404",
-        )
-    return PublishError(
-        f"GitHub rejected the request: {status} ({method} {path}){said}",
-        "re-run with --dry-run to inspect the comment body",
-    )
-
-
 # -- the one operation -----------------------------------------------------------
-def find_marked(comments: list[dict[str, Any]], mark: str) -> dict[str, Any] | None:
-    """The oldest comment whose first line is exactly ``mark``."""
+def is_marked(comment: dict[str, Any], mark: str) -> bool:
+    """True when the comment's first line is exactly ``mark``."""
+    body = comment.get("body") or ""
+    return isinstance(body, str) and body.split("\n", 1)[0].strip() == mark
+
+
+def find_marked(comments: list[dict[str, Any]], mark: str, author: str) -> dict[str, Any] | None:
+    """The oldest comment by ``author`` (the token's login) whose first line is ``mark``.
+
+    A marked comment by anyone else is ignored: updating it would hand them the
+    comment perfctl vouches for.
+    """
     for c in comments:
-        body = c.get("body") or ""
-        if body.split("\n", 1)[0].strip() == mark:
+        login = _get(c, "user", "login")
+        if is_marked(c, mark) and isinstance(login, str) and login.lower() == author.lower():
             return c
     return None
 
@@ -394,10 +363,13 @@ def find_marked(comments: list[dict[str, Any]], mark: str) -> dict[str, Any] | N
 def upsert_comment(
     gh: GitHub, target: Target, body: str, mark: str, *, create: bool = True
 ) -> CommentResult:
-    """Update the marked comment in place, or create it (when ``create``)."""
-    existing = find_marked(gh.list_comments(target), mark)
+    """Update perfctl's own marked comment in place, or create it (when ``create``)."""
+    comments = gh.list_comments(target)
+    # Who we are matters only when some comment carries the marker.
+    mine = any(is_marked(c, mark) for c in comments)
+    existing = find_marked(comments, mark, gh.identity()) if mine else None
     if existing is not None:
-        cid = int(existing["id"])
+        cid = _comment_id(existing)
         if existing.get("body") == body:
             return CommentResult("unchanged", cid, existing.get("html_url", ""))
         data = gh.update_comment(target, cid, body)
@@ -406,3 +378,13 @@ def upsert_comment(
         return CommentResult("skipped")
     data = gh.create_comment(target, body, mark)
     return CommentResult("created", data.get("id"), data.get("html_url", ""))
+
+
+def _comment_id(comment: dict[str, Any]) -> int:
+    cid = comment.get("id")
+    if isinstance(cid, bool) or not isinstance(cid, int) or cid < 1:
+        raise PublishError(
+            f"GitHub listed a comment with an invalid id ({str(cid)[:20]!r})",
+            "check GITHUB_API_URL points at the REST API",
+        )
+    return cid

@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import html
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from perfctl.model import OK, RegimeComparison, RegimeResult, Run
+from perfctl.model import (
+    FAILED,
+    IMPROVED,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSED,
+    SKIPPED,
+    VERDICTS,
+    WITHIN_NOISE,
+    RegimeComparison,
+)
 from perfctl.render.tables import fmt_pct, fmt_time
 
 BASE_COLOUR = "#8a94a6"
@@ -27,9 +35,17 @@ HEAD_COLOUR = "#2a6fdb"
 UP_COLOUR = "#d64545"  # slower
 DOWN_COLOUR = "#2e9e5b"  # faster
 BAND_FILL = "rgba(42, 111, 219, 0.15)"
+VERDICT_COLOURS: dict[str, str] = {
+    REGRESSED: UP_COLOUR,
+    FAILED: UP_COLOUR,
+    IMPROVED: DOWN_COLOUR,
+    INCONCLUSIVE: "#c98a00",
+    WITHIN_NOISE: "#3a8fb7",
+    NO_CHANGE: BASE_COLOUR,
+    SKIPPED: "#c3c9d3",
+}
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 _TOP_NODES = 12
-_TOP_REGIMES = 15
 _LOG_SPREAD = 30.0  # a family spanning this factor or more gets a log axis
 Figure = dict[str, Any]
 
@@ -53,15 +69,6 @@ class TrendPoint:
     ci_high_s: float
     hover: str
     change: bool = False
-
-
-@dataclass(frozen=True)
-class TrendSeries:
-    """The history of one regime: one point per stored run that measured it."""
-
-    name: str
-    family: str
-    points: tuple[TrendPoint, ...]
 
 
 def pick_unit(seconds: float) -> tuple[str, float]:
@@ -102,7 +109,12 @@ def _layout(title: str, unit: str, **extra: Any) -> dict[str, Any]:
         "height": 380,
         "margin": {"l": 70, "r": 20, "t": 50, "b": 90},
         "xaxis": {"tickangle": -25, "automargin": True},
-        "yaxis": {"title": {"text": f"time per op ({unit})"}, "rangemode": "tozero"},
+        # No SI suffixes ("500µ") on numbers that are already in `unit`.
+        "yaxis": {
+            "title": {"text": f"time per op ({unit})"},
+            "rangemode": "tozero",
+            "exponentformat": "none",
+        },
         "legend": {"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"},
         "hoverlabel": {"align": "left"},
     }
@@ -110,13 +122,33 @@ def _layout(title: str, unit: str, **extra: Any) -> dict[str, Any]:
     return layout
 
 
-def _log_if_spread(layout: dict[str, Any], values: Sequence[float]) -> dict[str, Any]:
+def _log_if_spread(layout: dict[str, Any], values: Sequence[float], scale: float) -> dict[str, Any]:
     # Parametrised regimes (size=4k vs size=1m) often differ by orders of
     # magnitude; on a linear axis the small ones would vanish.
     positive = [v for v in values if v > 0]
     if positive and max(positive) / min(positive) >= _LOG_SPREAD:
-        layout["yaxis"] = {**layout["yaxis"], "type": "log", "rangemode": "normal"}
+        vals, text = log_ticks(min(positive), max(positive), scale)
+        layout["yaxis"] = {
+            **layout["yaxis"],
+            "type": "log",
+            "rangemode": "normal",
+            # Plotly's own log ticks are SI numbers ("100µ" on a ms axis): every
+            # tick names its unit instead, so the title names none.
+            "title": {"text": "time per op (log scale)"},
+            "tickvals": vals,
+            "ticktext": text,
+        }
     return layout
+
+
+def log_ticks(lo_s: float, hi_s: float, scale: float) -> tuple[list[float], list[str]]:
+    """Log-axis ticks over ``lo_s``..``hi_s`` seconds: values in the axis unit, labelled with units."""
+    first = math.floor(math.log10(lo_s))
+    last = math.ceil(math.log10(hi_s))
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    first, last = first - 1, last + 1  # error bars may reach past the medians; plotly clips
+    seconds = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+    return [v / scale for v in seconds], [fmt_time(v) for v in seconds]
 
 
 def _sides(base_label: str, head_label: str) -> tuple[tuple[str, str, str], ...]:
@@ -154,7 +186,7 @@ def bars_figure(
         )  # fmt: skip
     layout = _layout(f"{label(family)}: time per op", unit, barmode="group")
     medians = [s.median_s for r in rows for s in (r.base, r.head) if s is not None]
-    return {"data": traces, "layout": _log_if_spread(layout, medians)}
+    return {"data": traces, "layout": _log_if_spread(layout, medians, scale)}
 
 
 def _add_points(r: RegimeComparison, side: str, scale: float, out: dict[str, list[Any]]) -> None:
@@ -187,7 +219,7 @@ def distribution_figure(
              "boxpoints": "all", "jitter": 0.5, "pointpos": 0, "hoverinfo": "text"}
         )  # fmt: skip
     layout = _layout(f"{label(family)}: every value", unit, boxmode="group")
-    return {"data": traces, "layout": _log_if_spread(layout, values)}
+    return {"data": traces, "layout": _log_if_spread(layout, values, scale)}
 
 
 def _waterfall(x: list[str], before: float, deltas: list[float], after: float, scale: float,
@@ -214,7 +246,7 @@ def profile_waterfall_figure(
     sides = [label(base_label), label(head_label)]
     traces: list[dict[str, Any]] = [
         {"type": "bar", "x": sides, "y": [n.before_s / scale, n.after_s / scale],
-         "name": label(n.node), "hoverinfo": "text",
+         "name": label(n.node), "hoverinfo": "text", "showlegend": True,
          "hovertext": [f"{label(n.node)}<br>{format_per_op(v)}" for v in (n.before_s, n.after_s)]}
         for n in top
     ]  # fmt: skip
@@ -222,7 +254,9 @@ def profile_waterfall_figure(
     deltas = [n.after_s - n.before_s for n in top]
     traces.append(_waterfall(x, before, deltas, after, scale, xaxis="x2", yaxis="y2"))
     layout = _layout(
-        f"{label(regime)}: top call-tree nodes", unit, barmode="stack", showlegend=False,
+        f"{label(regime)}: top call-tree nodes", unit, barmode="stack", showlegend=True,
+        # The stacked bars' colours are named only here (the waterfall labels its x axis).
+        legend={"title": {"text": "call-tree node"}, "traceorder": "reversed"},
         height=420, xaxis={"domain": [0, 0.27], "tickangle": -30, "automargin": True},
         xaxis2={"domain": [0.33, 1], "anchor": "y2", "tickangle": -30, "automargin": True},
         yaxis2={"matches": "y", "anchor": "x2", "showticklabels": False},
@@ -251,38 +285,51 @@ def _signed(seconds: float) -> str:
     return ("+" if seconds >= 0 else "−") + format_per_op(abs(seconds))
 
 
-def regimes_waterfall_figure(
-    regimes: Sequence[RegimeComparison], base_label: str, head_label: str
-) -> Figure:
-    """Per-regime deltas of the median time per op, from the base total to the head total."""
-    pairs = [(r.name, r.base.median_s, r.head.median_s) for r in regimes
-             if r.base is not None and r.head is not None]  # fmt: skip
-    pairs.sort(key=lambda p: abs(p[2] - p[1]), reverse=True)
-    shown, rest = pairs[:_TOP_REGIMES], pairs[_TOP_REGIMES:]
-    steps = [(label(name), h - b) for name, b, h in shown]
-    if rest:
-        steps.append((f"{len(rest)} other regimes", sum(h - b for _, b, h in rest)))
-    before = sum(b for _, b, _ in pairs)
-    after = sum(h for _, _, h in pairs)
-    unit, scale = pick_unit(max(before, after, 1e-12))
-    x = [label(base_label), *(s[0] for s in steps), label(head_label)]
-    trace = _waterfall(x, before, [s[1] for s in steps], after, scale)
-    title = "Sum of per-op medians: where the time moved (axis zoomed on the steps)"
-    layout = _layout(title, unit, showlegend=False, height=440)
-    layout["yaxis"]["range"] = _zoom([before, *(s[1] for s in steps)], scale)
-    return {"data": [trace], "layout": layout}
+def changes_figure(regimes: Sequence[RegimeComparison], threshold: float) -> Figure:
+    """Each tested regime's stored change with its 95% CI on one % axis, noise band shaded.
+
+    Without a profile diff there is no common time to split: regimes of
+    different sizes cannot share a time axis, but their relative changes can.
+    The figures are the comparison's own (``change``, ``ci_low``, ``ci_high``).
+    """
+    rows = [r for r in regimes if r.change is not None]
+    traces = [_changes_trace(v, [r for r in rows if r.verdict == v]) for v in VERDICTS]
+    band = threshold * 100
+    title = "Change per regime (Hodges–Lehmann) with its 95% CI"
+    layout = _layout(
+        title, "%", height=max(260, 110 + 26 * len(rows)),
+        margin={"l": 20, "r": 20, "t": 60, "b": 50},
+        xaxis={"title": {"text": "change, head vs base"}, "ticksuffix": "%", "zeroline": True,
+               "zerolinecolor": "#444", "automargin": True},
+        yaxis={"type": "category", "autorange": "reversed", "automargin": True,
+               "categoryorder": "array", "categoryarray": [label(r.name) for r in rows]},
+        shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": -band, "x1": band, "y0": 0,
+                 "y1": 1, "fillcolor": BAND_FILL, "line": {"width": 0}, "layer": "below"}],
+    )  # fmt: skip
+    return {"data": [t for t in traces if t["x"]], "layout": layout}
 
 
-def _zoom(start_and_deltas: Sequence[float], scale: float) -> list[float]:
-    # The totals dwarf the per-regime steps; zoom onto the running total so
-    # the steps are readable (the total bars are cut, their labels are not).
-    running, path = 0.0, []
-    for value in start_and_deltas:
-        running += value
-        path.append(running)
-    lo, hi = min(path), max(path)
-    pad = max((hi - lo) * 0.4, abs(hi) * 0.002)
-    return [max(lo - pad, 0.0) / scale, (hi + pad) / scale]
+def _changes_trace(verdict: str, rows: Sequence[RegimeComparison]) -> dict[str, Any]:
+    x, plus, minus, hover = [], [], [], []
+    for r in rows:
+        change = r.change or 0.0
+        low = change if r.ci_low is None else r.ci_low
+        high = change if r.ci_high is None else r.ci_high
+        x.append(change * 100)
+        plus.append((high - change) * 100)
+        minus.append((change - low) * 100)
+        hover.append(
+            f"{label(r.name)}<br>{label(verdict)}: {format_change(r.change)} "
+            f"[{format_change(r.ci_low)}, {format_change(r.ci_high)}]"
+        )
+    colour = VERDICT_COLOURS.get(verdict, BASE_COLOUR)
+    return {
+        "type": "scatter", "mode": "markers", "x": x, "y": [label(r.name) for r in rows],
+        "name": label(verdict), "marker": {"color": colour, "size": 9},
+        "error_x": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus,
+                    "color": colour, "thickness": 1.5, "width": 4},
+        "hovertext": hover, "hoverinfo": "text",
+    }  # fmt: skip
 
 
 def trend_figure(regime: str, points: Sequence[TrendPoint], dates: bool) -> Figure:
@@ -312,103 +359,3 @@ def trend_figure(regime: str, points: Sequence[TrendPoint], dates: bool) -> Figu
 
 
 # ------------------------------------------------------------ history data
-
-
-def commit_time(run: Run) -> str | None:
-    """The run's commit date (else its start time) as a UTC plotly date, or None."""
-    for raw in (run.ref.date, run.started):
-        try:
-            when = datetime.fromisoformat(raw)
-        except (TypeError, ValueError):
-            continue
-        if when.tzinfo is not None:
-            # Plotly's date axis ignores offsets, so normalise to UTC.
-            when = when.astimezone(UTC).replace(tzinfo=None)
-        return when.strftime("%Y-%m-%d %H:%M:%S")
-    return None
-
-
-def run_summary(result: RegimeResult) -> tuple[float, float, float] | None:
-    """Median per op over processes, with a distribution-free 95% CI of that median."""
-    units = sorted(sum(p) / len(p) for p in result.processes if p)
-    if result.status != OK or not units:
-        return None
-    n = len(units)
-    if n < 6:
-        return statistics.median(units), units[0], units[-1]
-    # Order-statistic CI of the median (normal approximation to the binomial):
-    # cheap enough for thousands of runs, and no distribution assumed.
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(1, math.floor(n / 2 - half))
-    hi = min(n, math.ceil(n / 2 + half) + 1)
-    return statistics.median(units), units[lo - 1], units[hi - 1]
-
-
-def change_flags(
-    medians: Sequence[float], lows: Sequence[float], highs: Sequence[float], threshold: float = 0.02
-) -> list[bool]:
-    """Which points start a change: stats.change_points, else consecutive comparisons."""
-    n = len(medians)
-    try:
-        from perfctl.stats.decision import change_points
-
-        flags = [False] * n
-        for found in change_points(list(medians)):
-            i = int(getattr(found, "index", found))
-            if 0 <= i < n:
-                flags[i] = True
-        return flags
-    except (ImportError, AttributeError, TypeError, ValueError):
-        pass
-    flags = [False] * n
-    for i in range(1, n):
-        apart = lows[i] > highs[i - 1] or highs[i] < lows[i - 1]
-        big = medians[i - 1] > 0 and abs(medians[i] / medians[i - 1] - 1) > threshold
-        flags[i] = apart and big
-    return flags
-
-
-def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
-    """One series per regime over ``runs`` (already in commit order), changes marked."""
-    found: dict[str, list[tuple[int, int, tuple[float, float, float]]]] = {}
-    families: dict[str, str] = {}
-    for i, run in enumerate(runs):
-        for res in run.results:
-            summary = run_summary(res)
-            if summary is not None:
-                found.setdefault(res.name, []).append((i, len(res.processes), summary))
-                families.setdefault(res.name, res.family or res.name)
-    # What every point of a run shares, computed once per run, not per regime.
-    xs = [(commit_time(r) if dates else None) or f"{i + 1}: {r.ref.sha[:7]}"
-          for i, r in enumerate(runs)]  # fmt: skip
-    heads = [_run_hover(r) for r in runs]
-    out = []
-    for name in sorted(found, key=lambda k: (families[k], k)):
-        rows = found[name]
-        medians, lows, highs = ([s[k] for _, _, s in rows] for k in range(3))
-        flags = change_flags(medians, lows, highs)
-        points = tuple(
-            _trend_point(xs[i], heads[i], n, s, flag)
-            for (i, n, s), flag in zip(rows, flags, strict=True)
-        )
-        out.append(TrendSeries(name, families[name], points))
-    return out
-
-
-def _run_hover(run: Run) -> str:
-    return (
-        f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
-        f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
-    )
-
-
-def _trend_point(
-    x: str, head: str, processes: int, summary: tuple[float, float, float], change: bool
-) -> TrendPoint:
-    median, lo, hi = summary
-    hover = (
-        f"{head}<br>median {format_per_op(median)} "
-        f"(CI {format_per_op(lo)} – {format_per_op(hi)}), {processes} processes"
-        + ("<br><b>change detected</b>" if change else "")
-    )
-    return TrendPoint(x, median, lo, hi, hover, change)

@@ -38,7 +38,8 @@ from perfctl.model import (
     RefInfo,
     RegimeComparison,
 )
-from perfctl.render.tables import change_cell, escape_plain, md_escape, side_cell
+from perfctl.render.escape import escape_plain, md_escape
+from perfctl.render.tables import change_cell, side_cell
 
 GITHUB_LIMIT = 65_536
 # Headroom under GitHub's limit: their count and ours may differ on edge cases.
@@ -143,7 +144,8 @@ def headline(c: Comparison) -> str:
 def counts_text(c: Comparison) -> str:
     """'**2** regressed · **1** improved · ...' (regressed/improved always shown)."""
     n = c.counts()
-    return " · ".join(f"**{k}** {v}" for v, k in n.items() if k or v in (REGRESSED, IMPROVED))
+    shown = (f"**{k}** {md_escape(v, 40)}" for v, k in n.items() if k or v in (REGRESSED, IMPROVED))
+    return " · ".join(shown)
 
 
 def verdict_cell(r: RegimeComparison) -> str:

@@ -10,7 +10,6 @@ else, small flamegraph SVGs included, lives inside the one file.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import math
 import os
@@ -18,24 +17,28 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 from urllib.parse import quote
 
-from perfctl.errors import StoreError, UsageError
 from perfctl.model import VERDICTS, Comparison, RegimeComparison, Run
+from perfctl.profile import links
 from perfctl.render import charts
 from perfctl.render.charts import MovedNode, format_change, format_per_op
+from perfctl.render.history import history_context
+from perfctl.render.html import IdMaker, PlotlyJs, add_chart, render_page, slug, sortable
 from perfctl.render.tables import fmt_metric, regime_metric_rows
-from perfctl.store.local import atomic_write_text
 
-if TYPE_CHECKING:
-    from perfctl.config import Config
-
-PlotlyJs = Literal["inline", "cdn"]
 EMBED_LIMIT_BYTES = 2 * 2**20  # larger SVGs are linked, not embedded
 _SIDE_RANK = {"base": 0, "head": 1, "diff": 2}  # artefact order: base_*, head_*, diff_*
 _DIFF_KEYS = ("profile_diff", "diff_json")  # the profile stage's key, and the early name
 _MOVED_KEYS = ("where_the_time_moved", "where_time_moved", "moved", "top_nodes")
+# The flamegraph table's columns: artefact key -> column heading.
+FLAME_COLUMNS = (
+    ("base_flamegraph", "base"),
+    ("head_flamegraph", "head"),
+    ("diff_flamegraph", "diff"),
+    ("diff_flamegraph_reverse", "reverse diff"),
+)
 
 
 def render_comparison(
@@ -49,7 +52,7 @@ def render_comparison(
     """Write the HTML report of one comparison to ``out`` and return its path."""
     out = Path(out)
     context = comparison_context(c, Path(project_root), out.resolve().parent)
-    return _render("comparison.html.j2", context, out, template_dir, plotly_js)
+    return render_page("comparison.html.j2", context, out, template_dir, plotly_js)
 
 
 def render_history(
@@ -62,56 +65,7 @@ def render_history(
 ) -> Path:
     """Write the trend report of stored runs of one machine to ``out`` and return its path."""
     context = history_context(list(runs), machine_id)
-    return _render("history.html.j2", context, Path(out), template_dir, plotly_js)
-
-
-def write_report(
-    config: Config,
-    comparison_id: str | None,
-    last: bool,
-    history: bool,
-    out: Path | None,
-    template_dir: Path | None,
-    cdn: bool,
-    *,
-    machine: str | None = None,
-) -> Path:
-    """Render the report the CLI asked for (default: the last comparison) and return its path."""
-    from perfctl.store.local import open_store
-
-    _check_choice(comparison_id, last, history)
-    if machine is not None and not history:
-        raise UsageError("--machine goes with --history", "add --history, or drop --machine")
-    store = open_store(config.state_dir)
-    js: PlotlyJs = "cdn" if cdn else "inline"
-    if history:
-        runs = store.list_runs()
-        if not runs:
-            raise StoreError(
-                "no stored runs to chart", "run `perfctl run` or `perfctl compare` first"
-            )
-        target = out or config.reports_dir / "history.html"
-        return render_history(
-            runs, out=target, template_dir=template_dir, plotly_js=js, machine_id=machine
-        )
-    c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
-    target = out or config.reports_dir / f"comparison-{c.id}.html"
-    return render_comparison(
-        c, project_root=config.root, out=target, template_dir=template_dir, plotly_js=js
-    )
-
-
-def _check_choice(comparison_id: str | None, last: bool, history: bool) -> None:
-    chosen = [
-        name
-        for name, on in (("COMPARISON_ID", comparison_id), ("--last", last), ("--history", history))
-        if on
-    ]
-    if len(chosen) > 1:
-        raise UsageError(
-            f"{' and '.join(chosen)} cannot be used together",
-            "give one comparison id, --last or --history",
-        )
+    return render_page("history.html.j2", context, Path(out), template_dir, plotly_js)
 
 
 # ---------------------------------------------------------------- comparison
@@ -151,36 +105,10 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         "waterfalls": waterfalls,
         "waterfall_kind": waterfall_kind,
         "profiles": profiles,
+        "profile_command": links.profile_command("REGIME", c),
+        "flame_columns": [heading for _, heading in FLAME_COLUMNS],
         "figures": figures,
     }
-
-
-class IdMaker:
-    """Unique, readable HTML ids (``chart-bars-ipc``, ``chart-bars-ipc-2``...)."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def make(self, prefix: str, name: str) -> str:
-        """A fresh id from a prefix and any user text."""
-        base = f"{prefix}-{slug(name)}"
-        candidate, n = base, 1
-        while candidate in self.seen:
-            n += 1
-            candidate = f"{base}-{n}"
-        self.seen.add(candidate)
-        return candidate
-
-
-def slug(text: str) -> str:
-    """Lower-case ASCII letters, digits and dashes only (safe in ids and classes)."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
-
-
-def add_chart(figures: dict[str, Any], chart_id: str, title: str, fig: Any) -> dict[str, str]:
-    """Register a figure under its div id; returns the view the template loops over."""
-    figures[chart_id] = fig
-    return {"id": chart_id, "title": title}
 
 
 def _by_family(regimes: Sequence[RegimeComparison]) -> dict[str, list[RegimeComparison]]:
@@ -220,14 +148,15 @@ def _row(r: RegimeComparison, ids: IdMaker) -> dict[str, Any]:
         "reason": r.reason,
         "base": format_per_op(base),
         "head": format_per_op(head),
-        "base_sort": _sortable(base),
-        "head_sort": _sortable(head),
+        "base_sort": sortable(base),
+        "head_sort": sortable(head),
         "change": format_change(r.change),
         "ci": _ci_text(r),
-        "change_sort": _sortable(r.change),
+        "medians": format_change(head / base - 1) if base and head is not None else "",
+        "change_sort": sortable(r.change),
         "p": "—" if r.p_adjusted is None else f"{r.p_adjusted:.3g}",
         "ratio": _ratio_text(r),
-        "ratio_sort": _sortable(r.head.baseline_ratio if r.head else None),
+        "ratio_sort": sortable(r.head.baseline_ratio if r.head else None),
         "n": "/".join(str(s.n_processes) if s else "—" for s in (r.base, r.head)),
         "cv": "/".join(f"{s.cv * 100:.1f}%" if s else "—" for s in (r.base, r.head)),
         "metrics": [
@@ -240,11 +169,6 @@ def _row(r: RegimeComparison, ids: IdMaker) -> dict[str, Any]:
             for m in regime_metric_rows(r)
         ],
     }
-
-
-def _sortable(value: float | None) -> str:
-    # Unknown values sort last: the JS treats an empty key as +infinity.
-    return "" if value is None or not math.isfinite(value) else repr(value)
 
 
 def _ci_text(r: RegimeComparison) -> str:
@@ -268,10 +192,17 @@ def _profile_view(r: RegimeComparison, root: Path, html_dir: Path, ids: IdMaker)
     artefacts = [_artefact(k, r.artifacts[k], root, html_dir) for k in keys]
     diff = next((a for a in artefacts if a["exists"] and a["key"] in _DIFF_KEYS), None)
     moved = read_moved(Path(diff["path"])) if diff else []
+    view_id = ids.make("profile", r.name)
+    by_key = {a["key"]: a for a in artefacts}
+    for a in artefacts:
+        a["view_id"] = f"{view_id}-{slug(a['key'])}"
     return {
-        "id": ids.make("profile", r.name),
+        "id": view_id,
         "name": r.name,
         "artefacts": artefacts,
+        # One table row per regime: a cell per flame graph column, the rest as data files.
+        "flames": [by_key.get(key) for key, _ in FLAME_COLUMNS],
+        "files": [a for a in artefacts if a["key"] not in dict(FLAME_COLUMNS)],
         "moved": moved,
     }
 
@@ -371,180 +302,14 @@ def _waterfalls(
             out.append(add_chart(figures, ids.make("chart-waterfall", p["name"]), p["name"], fig))
     if out:
         return out, "profile"
-    if not any(r.base is not None and r.head is not None for r in c.regimes):
+    if not any(r.change is not None for r in c.regimes):
         return [], "none"
-    fig = charts.regimes_waterfall_figure(c.regimes, *labels)
-    return [add_chart(figures, "chart-waterfall-regimes", "per-regime deltas", fig)], "regimes"
+    # No waterfall without a profile diff: the regimes share no time axis.
+    fig = charts.changes_figure(c.sorted_regimes(), c.threshold)
+    return [add_chart(figures, "chart-changes", "change per regime", fig)], "regimes"
 
 
 # ------------------------------------------------------------------ history
 
 
-def history_context(runs: list[Run], machine_id: str | None) -> dict[str, Any]:
-    """Everything the history template needs: one trend chart per regime."""
-    chosen, machines = _pick_machine(runs, machine_id)
-    mine = sorted(
-        (r for r in runs if r.machine.id == chosen),
-        key=lambda r: (charts.commit_time(r) or "", r.started),
-    )
-    dates = all(charts.commit_time(r) for r in mine)
-    figures: dict[str, Any] = {}
-    ids = IdMaker()
-    families: dict[str, list[dict[str, str]]] = defaultdict(list)
-    series = charts.trend_series(mine, dates)
-    for s in series:
-        fig = charts.trend_figure(s.name, s.points, dates)
-        families[s.family].append(add_chart(figures, ids.make("chart-trend", s.name), s.name, fig))
-    return {
-        "kind": "history",
-        "title": "perfctl: history",
-        "machine": mine[0].machine.describe() if mine else "no runs stored",
-        "machine_id": chosen,
-        "machines": machines,
-        "runs": list(reversed(mine)),
-        "families": [
-            {"id": ids.make("family", f), "name": f, "charts": c}
-            for f, c in sorted(families.items())
-        ],
-        "summary": [_trend_row(s) for s in series],
-        "figures": figures,
-    }
-
-
-def _pick_machine(runs: list[Run], machine_id: str | None) -> tuple[str, list[dict[str, Any]]]:
-    counts: dict[str, int] = {}
-    describe: dict[str, str] = {}
-    for r in runs:  # newest first, so dict order ranks ties newest first
-        counts[r.machine.id] = counts.get(r.machine.id, 0) + 1
-        describe.setdefault(r.machine.id, r.machine.describe())
-    if machine_id is None:
-        chosen = max(counts, key=lambda m: counts[m], default="")
-    else:
-        matches = [m for m in counts if m.startswith(machine_id)]
-        if len(matches) != 1:
-            known = ", ".join(f"{m} ({n} runs)" for m, n in counts.items()) or "none"
-            raise StoreError(
-                f"machine `{machine_id}` matches {len(matches)} stored fingerprints",
-                f"pick one of: {known}",
-            )
-        chosen = matches[0]
-    machines = [
-        {"id": m, "describe": describe[m], "runs": n, "chosen": m == chosen}
-        for m, n in counts.items()
-    ]
-    return chosen, machines
-
-
-def _trend_row(s: charts.TrendSeries) -> dict[str, Any]:
-    first, latest = s.points[0].median_s, s.points[-1].median_s
-    change = latest / first - 1 if first > 0 else None
-    return {
-        "name": s.name,
-        "family": s.family,
-        "runs": len(s.points),
-        "first": format_per_op(first),
-        "latest": format_per_op(latest),
-        "latest_sort": _sortable(latest),
-        "change": format_change(change),
-        "change_sort": _sortable(change),
-        "changes": sum(p.change for p in s.points),
-    }
-
-
 # ---------------------------------------------------------------- rendering
-
-
-def _render(
-    name: str,
-    context: dict[str, Any],
-    out: Path,
-    template_dir: Path | None,
-    plotly_js: str,
-) -> Path:
-    import jinja2
-
-    from perfctl import __version__
-
-    env = _environment(template_dir)
-    full = {**context, "plotly": _plotly_context(plotly_js), "perfctl_version": __version__}
-    try:
-        text = env.get_template(name).render(full)
-    except jinja2.TemplateError as exc:
-        where = f"--template-dir {template_dir}" if template_dir else "the packaged templates"
-        raise UsageError(
-            f"cannot render {name}: {exc}",
-            f"check {where}; the README (perfctl report, Templates) lists the template fields",
-        ) from exc
-    atomic_write_text(out, text)
-    out.chmod(0o644)  # mkstemp made it 0600; a report is meant to be shared
-    return out
-
-
-def _environment(template_dir: Path | None) -> Any:
-    import jinja2
-
-    loaders: list[jinja2.BaseLoader] = []
-    if template_dir is not None:
-        if not Path(template_dir).is_dir():
-            raise UsageError(
-                f"--template-dir {template_dir} is not a directory",
-                "pass a directory holding templates to override, e.g. base.html.j2",
-            )
-        loaders.append(jinja2.FileSystemLoader(str(template_dir)))
-    loaders.append(jinja2.FunctionLoader(_packaged_template))
-    env = jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders),
-        autoescape=_autoescape,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    # |tojson escapes < > & ' after this encoder, so JSON in <script> stays inert.
-    env.policies["json.dumps_function"] = _dumps
-    env.policies["json.dumps_kwargs"] = {}
-    return env
-
-
-def _packaged_template(name: str) -> str | None:
-    from importlib.resources import files
-
-    parts = name.split("/")
-    if ".." in parts:
-        return None
-    res = files("perfctl.render.templates").joinpath(*parts)
-    return res.read_text(encoding="utf-8") if res.is_file() else None
-
-
-def _autoescape(name: str | None) -> bool:
-    # CSS/JS partials are included inside <style>/<script>, where HTML escaping
-    # would corrupt them; they hold no user data. Everything else escapes.
-    return not (name or "").endswith((".css", ".js"))
-
-
-def _dumps(obj: Any, **_: Any) -> str:
-    from plotly.io.json import to_json_plotly
-
-    return str(to_json_plotly(obj))
-
-
-def _plotly_context(mode: str) -> dict[str, Any]:
-    from markupsafe import Markup
-    from plotly.offline import get_plotlyjs_version
-
-    if mode not in ("inline", "cdn"):
-        raise UsageError(f"unknown plotly_js mode `{mode}`", "use 'inline' or 'cdn'")
-    cdn = mode == "cdn"
-    return {
-        "mode": mode,
-        "js": "" if cdn else Markup(_plotly_source()),
-        "src": f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js" if cdn else "",
-        "template": charts.template(),
-    }
-
-
-@functools.cache
-def _plotly_source() -> str:
-    from plotly.offline import get_plotlyjs
-
-    # Defensive: the bundle must never close the <script> it is inlined in.
-    return get_plotlyjs().replace("</script", "<\\/script")

@@ -8,8 +8,6 @@ unit that keeps 3-4 significant digits (ns/µs/ms/s per op).
 from __future__ import annotations
 
 import json
-import re
-from statistics import mean, median, pstdev
 from typing import Any
 
 from perfctl.model import (
@@ -25,8 +23,11 @@ from perfctl.model import (
     Run,
     to_dict,
 )
+from perfctl.render.escape import CELL_MAX, escape_plain, md_escape, rich_escape
 
-UNSTABLE_CV = 0.10
+__all__ = ["CELL_MAX", "escape_plain", "md_escape"]  # re-exported: older imports keep working
+
+UNSTABLE_CV = 0.10  # the decision rule's default max_cv: above it a side is "too noisy"
 VERDICT_STYLE = {
     REGRESSED: "bold red",
     IMPROVED: "bold green",
@@ -38,10 +39,8 @@ VERDICT_STYLE = {
 
 
 def esc(text: object) -> str:
-    """Escape user text for rich markup (regime names contain ``[...]``)."""
-    from rich.markup import escape
-
-    return escape(str(text))
+    """Escape user text for rich markup (regime names contain ``[...]``), terminal-safe."""
+    return rich_escape(text)
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -69,21 +68,23 @@ def fmt_ratio(x: float | None) -> str:
 
 # -- runs -------------------------------------------------------------------
 def result_stats(r: RegimeResult) -> dict[str, Any]:
-    """Median per op, IQR, ops/s and CV of one regime result (process means)."""
-    means = [mean(p) for p in r.processes if p]
-    if not means:
+    """Median per op, IQR, ops/s and CV of one regime result, as a comparison states them.
+
+    The numbers come from :func:`perfctl.stats.decision.summarize`, the function
+    that builds a comparison's per-side summaries: the process is the unit, so
+    the CV is that of the process means, never of the pooled values.
+    """
+    if not any(r.processes):
         return {"median_s": None, "q1_s": None, "q3_s": None, "ops_per_s": None, "cv": None}
-    means.sort()
-    q1, q3 = means[len(means) // 4], means[(3 * len(means)) // 4 if len(means) > 1 else 0]
-    values = r.values
-    cv = pstdev(values) / mean(values) if len(values) > 1 and mean(values) > 0 else 0.0
-    med = median(means)
+    from perfctl.stats.decision import summarize
+
+    s = summarize(r.processes)
     return {
-        "median_s": med,
-        "q1_s": q1,
-        "q3_s": q3,
-        "ops_per_s": 1 / med if med else None,
-        "cv": cv,
+        "median_s": s.median_s,
+        "q1_s": s.q1_s,
+        "q3_s": s.q3_s,
+        "ops_per_s": 1 / s.median_s if s.median_s else None,
+        "cv": s.cv,
     }
 
 
@@ -213,8 +214,8 @@ def format_compare_table(c: Comparison) -> Any:
         )
         table.add_row(
             esc(r.name),
-            side_cell(r, "base"),
-            side_cell(r, "head"),
+            esc(side_cell(r, "base")),
+            esc(side_cell(r, "head")),
             change_cell(r),
             "—" if r.p_adjusted is None else f"{r.p_adjusted:.2g}",
             esc(verdict),
@@ -268,47 +269,23 @@ def format_metrics_table(c: Comparison) -> Any:
     return table
 
 
-CELL_MAX = 200  # longest user-controlled text kept in one markdown cell
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Backslash-escaped in user text: everything that starts inline markdown
-# (emphasis, code, links, strikethrough, math) or ends a table cell.
-_MD_SPECIALS = "\\`*_[]~|$#!"
-_MD_ESCAPES = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{ch: "\\" + ch for ch in _MD_SPECIALS}}
-)
-_MENTION = re.compile(r"@(?=\w)")
-
-
-def escape_plain(text: object, limit: int = CELL_MAX) -> str:
-    """One line of at most ``limit`` characters, control characters removed."""
-    line = " ".join(_CONTROL.sub(" ", str(text)).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def md_escape(text: object, limit: int = CELL_MAX) -> str:
-    """User text made inert in markdown: no HTML, table breaks, links or mentions."""
-    escaped = escape_plain(text, limit).translate(_MD_ESCAPES)
-    # A zero-width space after '@' keeps a commit subject from pinging people.
-    return _MENTION.sub("@\u200b", escaped)
-
-
 def format_compare_markdown(c: Comparison) -> str:
     """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
     lines = [
-        f"**{md_escape(c.base.ref)}** ({c.base.short}) → **{md_escape(c.head.ref)}** "
-        f"({c.head.short}): {counts_line(c)}",
+        f"**{md_escape(c.base.ref)}** ({md_escape(c.base.short)}) → "
+        f"**{md_escape(c.head.ref)}** ({md_escape(c.head.short)}): {md_escape(counts_line(c))}",
         "",
         "| Regime | Before | After | Change | Verdict |",
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for r in c.sorted_regimes():
         lines.append(
-            f"| {md_escape(r.name)} | {side_cell(r, 'base')} | "
-            f"{side_cell(r, 'head')} | {change_cell(r)} | {md_escape(r.verdict)} |"
+            f"| {md_escape(r.name)} | {md_escape(side_cell(r, 'base'))} | "
+            f"{md_escape(side_cell(r, 'head'))} | {change_cell(r)} | {md_escape(r.verdict)} |"
         )
     lines += [
         "",
-        f"_Verdicts: Mann–Whitney U on per-process means, {c.correction} "
+        f"_Verdicts: Mann–Whitney U on per-process means, {md_escape(c.correction)} "
         f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
         f"{c.threshold * 100:.0f}%._",
     ]

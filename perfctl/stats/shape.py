@@ -42,11 +42,11 @@ class Bimodal:
     n_low: int
     n_high: int
 
-    def describe(self, fmt: str = "{:.3g}") -> str:
-        """A verdict-reason fragment, with ``fmt`` formatting the medians."""
+    def describe(self) -> str:
+        """A verdict-reason fragment (the medians are seconds per operation)."""
         return (
-            f"process means fall into two groups, {fmt.format(self.low)} ({self.n_low}) and "
-            f"{fmt.format(self.high)} ({self.n_high}): another job likely shared the CPU"
+            f"process means fall into two groups, {seconds(self.low)} ({self.n_low}) and "
+            f"{seconds(self.high)} ({self.n_high}): another job likely shared the CPU"
         )
 
 
@@ -61,6 +61,29 @@ class Drift:
         """A verdict-reason fragment."""
         way = "rose" if self.rho > 0 else "fell"
         return f"process means {way} steadily during the run (Spearman rho {self.rho:+.2f})"
+
+
+def seconds(x: float) -> str:
+    """A time per operation with its unit (3 significant digits)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x / 1e-9:.3g} ns"
+
+
+def describe(processes: Sequence[Sequence[float]], order: Sequence[int]) -> str | None:
+    """What the process means of one side look like, when it explains noise; else None."""
+    kept = [(o, sum(p) / len(p)) for o, p in zip(order, processes, strict=False) if p]
+    means = [m for _, m in kept] or [sum(p) / len(p) for p in processes if p]
+    found = bimodal(means)
+    if found is not None:
+        return found.describe()
+    if len(order) == len(processes):
+        # ``order`` holds each process's position in the interleaved schedule.
+        trend = drift([m for _, m in sorted(kept)])
+        if trend is not None:
+            return trend.describe()
+    return None
 
 
 def _robust_sd(x: np.ndarray) -> float:

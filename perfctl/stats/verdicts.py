@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfctl.model import FAILED, OK, SKIPPED, RegimeComparison, RegimeResult, SideStats
+from perfctl.model import (
+    FAILED,
+    INCONCLUSIVE,
+    OK,
+    SKIPPED,
+    RegimeComparison,
+    RegimeResult,
+    SideStats,
+)
 
 
 def _baseline_median(
@@ -75,18 +83,41 @@ def adjust(pvalues: Mapping[str, float], reference: set[str]) -> dict[str, float
     return out
 
 
+def _shape_note(row: RegimeComparison) -> str:
+    """Why the data are noisy, when their shape says so (two groups, a drift)."""
+    from perfctl.stats import shape
+
+    notes = []
+    for side, values, order in (
+        ("base", row.base_values, row.base_order),
+        ("head", row.head_values, row.head_order),
+    ):
+        found = shape.describe(values, order)
+        if found:
+            notes.append(f"{side}: {found}")
+    return "; " + "; ".join(notes) if notes else ""
+
+
 def decide_all(
     results: Mapping[str, Mapping[str, RegimeResult]],
     *,
     threshold: float,
     alpha: float,
     seed: int = 0,
+    pairing: str = "process",
 ) -> list[RegimeComparison]:
-    """One RegimeComparison per regime, with BH-adjusted p-values and verdicts."""
+    """One RegimeComparison per regime, with BH-adjusted p-values and verdicts.
+
+    With ``pairing="same-process"`` process *i* of each side ran in one worker
+    process, so the change comes from the paired analysis of the per-process
+    ratios (:mod:`perfctl.stats.paired`) and their spread is the noise judged.
+    """
     from perfctl.stats import decision as stats
+    from perfctl.stats import paired
 
     rows: dict[str, RegimeComparison] = {}
     tested: dict[str, stats.Change] = {}
+    noise: dict[str, float] = {}  # paired: the spread of the ratios, for both sides
     for name, sides in results.items():
         b, h = sides["base"], sides["head"]
         common: dict[str, Any] = dict(
@@ -107,8 +138,12 @@ def decide_all(
         if b.status != OK or h.status != OK or not b.processes or not h.processes:
             rows[name] = _unmeasured(name, b, h, common)
             continue
-        tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
-        rows[name] = RegimeComparison(name=name, verdict="", **common)
+        if pairing == "same-process":
+            tested[name] = paired.compare_paired(b.processes, h.processes)
+            noise[name] = paired.ratio_cv(b.processes, h.processes)
+        else:
+            tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
+        rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
     adjusted = adjust({n: c.p_value for n, c in tested.items()}, references(results))
     for name, change in tested.items():
         row = rows[name]
@@ -118,9 +153,11 @@ def decide_all(
             adjusted[name],
             threshold=threshold,
             alpha=alpha,
-            base_cv=row.base.cv,
-            head_cv=row.head.cv,
+            base_cv=noise.get(name, row.base.cv),
+            head_cv=noise.get(name, row.head.cv),
         )
+        if verdict == INCONCLUSIVE:
+            reason += _shape_note(row)
         from dataclasses import replace
 
         rows[name] = replace(

@@ -27,7 +27,6 @@ import re
 import secrets
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perfctl.errors import StoreError
+from perfctl.files import atomic_copy, atomic_write_text
 from perfctl.model import (
     Comparison,
     RegimeResult,
@@ -73,27 +73,6 @@ def slug(name: str) -> str:
     import hashlib
 
     return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so readers see the old or the new content, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_copy(src: Path, dest: Path) -> None:
-    """Copy a file into place atomically."""
-    atomic_write_text(dest, src.read_text(encoding="utf-8"))
 
 
 class Store(Protocol):

@@ -107,9 +107,20 @@
     });
   }
 
+  // "view" in the flamegraph table opens that flame graph's <details> below it.
+  function setupFlameViews() {
+    each(document.querySelectorAll("#flamegraph-table a.view"), function (link) {
+      link.addEventListener("click", function () {
+        var target = document.getElementById(link.getAttribute("href").slice(1));
+        if (target) { target.open = true; }
+      });
+    });
+  }
+
   function start() {
     each(document.querySelectorAll("table.sortable"), makeSortable);
     setupFilters();
+    setupFlameViews();
     drawCharts();
   }
 

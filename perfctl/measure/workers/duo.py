@@ -1,0 +1,143 @@
+"""Same-process worker: one regime of two refs, set up side by side, timed alternately.
+
+On a shared machine the speed of a whole worker process varies by tens of
+percent from one process to the next (FIELD-NOTES, and benchmarks/README.md:
+"same-process pairing"), while values taken close together inside one process
+agree. This worker loads the regime twice in one interpreter, once with each
+ref's code on ``sys.path``, and times the two in alternation (ABBA at the level
+of values), so both sides of every pair share the process, its CPU and the
+moment. Each side's own modules (those under its roots, and the regimes
+modules) are kept apart: they are swapped into ``sys.modules`` (with that
+side's ``sys.path``, ``PYTHONPATH`` and working directory) before each of its
+values, outside the timed region.
+
+Usage: ``python duo.py SPEC.json OUT.json``. SPEC holds the regime name, the
+regimes files, loops/warmups/values, and per side ``roots`` (importable paths)
+and ``cwd``. OUT gets ``{"base": [...], "head": [...], "modules": {...}}``
+with per-operation seconds, or ``{"error": "..."}``.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+# Keep this folder off sys.path so nothing here shadows a module.
+if sys.path and sys.path[0].endswith("workers"):
+    del sys.path[0]
+
+import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+SIDES = ("base", "head")
+
+
+class Side:
+    """One ref's view of the interpreter: its paths, modules and set-up regime."""
+
+    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+        self.name = name
+        self.roots = [os.path.realpath(r) for r in spec["roots"]]
+        self.cwd = spec["cwd"]
+        self.pythonpath = os.pathsep.join(spec["roots"])
+        self.modules: dict[str, Any] = {}
+        self.run: Any = None
+        self.context: Any = None
+
+    def owns(self, module: Any) -> bool:
+        name = getattr(module, "__name__", "")
+        if name.startswith("perfctl_regimes_"):
+            return True
+        path = getattr(module, "__file__", None)
+        if not path:
+            return False
+        real = os.path.realpath(path)
+        return any(real == r or real.startswith(r + os.sep) for r in self.roots)
+
+    def enter(self, base_path: list[str]) -> None:
+        sys.path[:] = self.roots + base_path
+        os.environ["PYTHONPATH"] = self.pythonpath
+        os.chdir(self.cwd)
+        sys.modules.update(self.modules)
+
+    def leave(self) -> None:
+        for name in list(sys.modules):
+            if self.owns(sys.modules[name]):
+                self.modules[name] = sys.modules.pop(name)
+
+
+def _set_up(side: Side, spec: dict[str, Any], base_path: list[str]) -> None:
+    from perfctl.regimes import loader
+
+    side.enter(base_path)
+    try:
+        defs = loader.load_files([Path(p) for p in spec["files"]])
+        defn, kwargs = loader.find(defs, spec["regime"])
+        side.context = loader.open_regime(defn, kwargs)
+        side.run = side.context.__enter__().run
+    finally:
+        side.leave()
+    if not [m for m in side.modules if not m.startswith("perfctl_regimes_")]:
+        raise RuntimeError(
+            f"{side.name}: the regime imports no code from the ref's own paths, "
+            "so both sides would run the same code"
+        )
+
+
+def _value(side: Side, loops: int, base_path: list[str], clock: str) -> float:
+    side.enter(base_path)
+    run = side.run
+    # "cpu": this thread's CPU time, which leaves out the time the thread sat
+    # preempted behind another job; blind to waiting on children or I/O.
+    timer = time.thread_time if clock == "cpu" else time.perf_counter
+    try:
+        t0 = timer()
+        for _ in range(loops):
+            run()
+        return timer() - t0
+    finally:
+        side.leave()
+
+
+def _measure(sides: dict[str, Side], spec: dict[str, Any], base_path: list[str]) -> dict[str, Any]:
+    loops, ops = spec["loops"], spec["ops"]
+    out: dict[str, Any] = {s: [] for s in SIDES}
+    flip = spec.get("first", "base") != "base"
+    for i in range(spec["warmups"] + spec["values"]):
+        order = SIDES if (i % 2 == 0) != flip else SIDES[::-1]
+        for s in order:
+            seconds = _value(sides[s], loops, base_path, spec.get("clock", "wall"))
+            if i >= spec["warmups"]:
+                out[s].append(seconds / (loops * ops))
+    return out
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    out_path = Path(sys.argv[2])
+    base_path = list(sys.path)
+    sides = {s: Side(s, spec["sides"][s]) for s in SIDES}
+    try:
+        # Which side is set up (and so laid out in memory) first alternates from
+        # process to process, so a first-loaded advantage cancels across rounds.
+        for s in SIDES if spec.get("first", "base") == "base" else SIDES[::-1]:
+            _set_up(sides[s], spec, base_path)
+        result: dict[str, Any] = _measure(sides, spec, base_path)
+        result["modules"] = {s: sorted(sides[s].modules) for s in SIDES}
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        traceback.print_exc()
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        for s in SIDES:
+            if sides[s].context is not None:
+                sides[s].enter(base_path)
+                sides[s].context.__exit__(None, None, None)
+                sides[s].leave()
+    out_path.write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

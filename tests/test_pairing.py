@@ -1,0 +1,133 @@
+"""`perfctl compare --pairing same-process`: both refs timed alternately in one worker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GitRepo, run_cli
+
+pytestmark = pytest.mark.slow
+
+PYPROJECT = """\
+[project]
+name = "duo"
+version = "0.1"
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+install = false
+"""
+
+CODE = """\
+N = {n}
+def work():
+    s = 0
+    for i in range(N):
+        s += i * i
+    return s
+"""
+
+REGIMES = """\
+from perfctl import regime
+import duo
+
+@regime(family="duo", ops=1)
+def work():
+    \"\"\"Call duo.work once.\"\"\"
+    return duo.work
+"""
+
+PLAIN = """\
+from perfctl import regime
+
+@regime(family="plain", ops=1)
+def builtin_only():
+    \"\"\"Imports no code of the project: both sides would run the same code.\"\"\"
+    return lambda: sum(range(500))
+"""
+
+SETTINGS = ["--pairing", "same-process", "--rounds", "6", "--max-rounds", "8", "--min-time", "0.01"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """c1 (N=3000), c2 (comment only), c3 (N=4500: 1.5x the work)."""
+    path = tmp_path_factory.mktemp("duo") / "proj"
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("bench/regimes.py", REGIMES)
+    r.write("duo/__init__.py", CODE.format(n=3000))
+    r.commit("c1")
+    r.tag("c1")
+    r.write("duo/__init__.py", "# unchanged code\n" + CODE.format(n=3000))
+    r.commit("c2")
+    r.tag("c2")
+    r.write("duo/__init__.py", CODE.format(n=4500))
+    r.commit("c3")
+    r.tag("c3")
+    return r
+
+
+def _compare(repo: GitRepo, base: str, head: str, *extra: str) -> dict:
+    out = run_cli(
+        "compare", base, head, "--regime", "work", *SETTINGS, *extra, "--format", "json",
+        cwd=repo.path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_same_process_detects_a_slowdown_and_keeps_pyperf_files(repo: GitRepo) -> None:
+    data = _compare(repo, "c1", "c3")
+    row = data["regimes"][0]
+    assert row["verdict"] == "regressed", row["reason"]
+    assert data["settings"]["pairing"] == "same-process"
+    # Both sides ran in the same processes: equal counts, one order index per process.
+    assert len(row["base_values"]) == len(row["head_values"]) >= 6
+    assert row["base_order"] == row["head_order"]
+    stored = sorted((repo.path / ".perfctl" / "runs").glob("*/pyperf/*.json"))
+    assert stored, "each side keeps an ordinary pyperf file"
+    import pyperf
+
+    assert pyperf.Benchmark.load(str(stored[0])).get_nrun() == len(row["base_values"])
+
+
+def test_same_process_aa_is_not_a_change_on_the_cpu_clock(repo: GitRepo) -> None:
+    data = _compare(repo, "c1", "c2", "--clock", "cpu")
+    row = data["regimes"][0]
+    assert data["settings"]["clock"] == "cpu"
+    assert row["verdict"] in ("no change", "within noise", "inconclusive"), row["reason"]
+
+
+def test_cpu_clock_needs_same_process_pairing(repo: GitRepo) -> None:
+    out = run_cli("compare", "c1", "c2", "--clock", "cpu", cwd=repo.path)
+    assert out.returncode == 2
+    assert "Error: --clock cpu needs --pairing same-process" in out.stderr
+
+
+def test_regimes_without_project_code_fail_with_the_reason(repo: GitRepo, tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text(PLAIN)
+    out = run_cli(
+        "compare", "c1", "c3", "--regimes", str(plain), *SETTINGS, "--format", "json",
+        cwd=repo.path,
+    )  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    row = json.loads(out.stdout)["regimes"][0]
+    assert row["verdict"] == "failed" and "imports no code from the ref" in row["reason"]
+
+
+def test_installed_projects_are_refused_with_a_hint(tmp_path: Path, git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", PYPROJECT.replace("install = false\n", ""))
+    git_repo.write("bench/regimes.py", REGIMES)
+    git_repo.write("duo/__init__.py", CODE.format(n=100))
+    git_repo.commit("only")
+    out = run_cli("compare", "HEAD", "HEAD", *SETTINGS, cwd=git_repo.path)
+    assert out.returncode == 2
+    assert "Error: same-process pairing needs install = false" in out.stderr
+    assert "Hint: use --pairing process" in out.stderr

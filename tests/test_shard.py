@@ -1,0 +1,157 @@
+"""Sharded comparisons (`compare --shard K/N`) and `perfctl merge`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from perfctl.errors import UsageError
+from perfctl.jobs import shard
+from tests.conftest import GitRepo, run_cli
+
+PYPROJECT = """\
+[project]
+name = "sh"
+version = "0.1"
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+install = false
+"""
+
+CODE = """\
+def slow(n={n}):
+    return sum(i * i for i in range(n))
+
+def steady():
+    return sum(range(3000))
+"""
+
+REGIMES = """\
+from perfctl import regime
+import sh
+
+@regime(family="sh", ops=1)
+def slow():
+    \"\"\"Five times the work at c2.\"\"\"
+    return sh.slow
+
+@regime(family="sh", ops=1, baseline="slow")
+def steady():
+    \"\"\"Unchanged; its baseline is `slow`, so the two share a shard.\"\"\"
+    return sh.steady
+
+@regime(family="sh", ops=1)
+def also_slow():
+    \"\"\"The same slowdown, in the other shard.\"\"\"
+    return sh.slow
+"""
+
+FAST = ["--fast", "--rounds", "8", "--max-rounds", "8", "--min-time", "0.01"]
+
+
+@dataclass(frozen=True)
+class _R:
+    name: str
+    baseline: str | None = None
+
+
+def test_split_is_deterministic_complete_and_keeps_baselines_together() -> None:
+    regimes = [_R("a"), _R("b", "a"), _R("c"), _R("d"), _R("e", "d"), _R("f")]
+    parts = [shard.split(regimes, shard.Shard(k, 3, "r")) for k in (1, 2, 3)]
+    names = [r.name for p in parts for r in p]
+    assert sorted(names) == sorted(r.name for r in regimes) and len(names) == len(set(names))
+    for p in parts:
+        got = {r.name for r in p}
+        assert ("a" in got) == ("b" in got) and ("d" in got) == ("e" in got)
+    assert parts == [shard.split(regimes, shard.Shard(k, 3, "r")) for k in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "2", "a/b", "1/0"])
+def test_bad_shard_specs_are_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError, match="--shard takes K/N"):
+        shard.parse_shard(text)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """c1, then c2 with five times the work in `slow`."""
+    path = tmp_path_factory.mktemp("shard") / "proj"
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("bench/regimes.py", REGIMES)
+    r.write("sh/__init__.py", CODE.format(n=2000))
+    r.commit("c1")
+    r.tag("c1")
+    r.write("sh/__init__.py", CODE.format(n=10000))
+    r.commit("c2")
+    r.tag("c2")
+    return r
+
+
+def _shard(repo: GitRepo, k: int, n: int, run: str = "t1", base: str = "c1") -> dict:
+    out = run_cli(
+        "compare", base, "c2", *FAST, "--shard", f"{k}/{n}", "--shard-run", run,
+        "--format", "json", cwd=repo.path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_shards_merge_into_one_comparison(repo: GitRepo, tmp_path: Path) -> None:
+    one, two = _shard(repo, 1, 2), _shard(repo, 2, 2)
+    names = [{r["name"] for r in c["regimes"]} for c in (one, two)]
+    assert names[0] | names[1] == {"slow", "steady", "also_slow"} and not names[0] & names[1]
+    assert one["settings"]["shard"] == {"index": 1, "count": 2, "run": "t1"}
+    # From artefact directories, as a fan-in CI job would get them.
+    for i, c in enumerate((one, two), 1):
+        (tmp_path / f"shard-{i}").mkdir()
+        (tmp_path / f"shard-{i}" / "comparison.json").write_text(json.dumps(c))
+    out = run_cli("merge", str(tmp_path), "--format", "json", cwd=repo.path)
+    assert out.returncode == 0, out.stderr
+    merged = json.loads(out.stdout)
+    verdicts = {r["name"]: r["verdict"] for r in merged["regimes"]}
+    assert verdicts["slow"] == verdicts["also_slow"] == "regressed"
+    assert len(merged["settings"]["merged_from"]) == 2
+    # Benjamini-Hochberg ran across all three regimes, not per shard.
+    p = [r["p_value"] for r in merged["regimes"] if r["p_value"] is not None]
+    assert len(p) == 3
+    gate = run_cli("merge", one["id"], two["id"], "--fail-on-regression", cwd=repo.path)
+    assert gate.returncode == 1, gate.stderr
+    listed = run_cli("comparisons", "--format", "json", cwd=repo.path)
+    assert merged["id"] in listed.stdout
+
+
+@pytest.mark.slow
+def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None:
+    one = _shard(repo, 1, 2, run="t2")
+    missing = run_cli("merge", one["id"], cwd=repo.path)
+    assert missing.returncode == 2 and "Error: shard 2/2 missing" in missing.stderr
+    dup = run_cli("merge", one["id"], one["id"], cwd=repo.path)
+    assert dup.returncode == 2 and "Error: shard 1/2 given more than once" in dup.stderr
+    other = _shard(repo, 2, 2, run="t2", base="c2")
+    foreign = run_cli("merge", one["id"], other["id"], cwd=repo.path)
+    assert foreign.returncode == 2
+    assert "Error: the shards come from different base commits" in foreign.stderr
+
+
+@pytest.mark.slow
+def test_ci_shard_writes_artefacts_and_leaves_gate_and_comment_to_merge(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    out = run_cli(
+        "ci", "--base", "c1", "--head", "c2", "--fast", "--rounds", "8", "--shard", "1/2", "--shard-run", "ci1",
+        "--fail-on-regression", "--artifacts", str(tmp_path / "s1"), cwd=repo.path,
+    )  # fmt: skip
+    # Shard 1/2 holds `also_slow`, a real regression: the shard itself does not gate.
+    assert out.returncode == 0, out.stderr
+    assert "shard 1/2: `perfctl merge` in the fan-in job comments and gates" in out.stderr
+    stored = json.loads((tmp_path / "s1" / "comparison.json").read_text())
+    assert stored["settings"]["shard"] == {"index": 1, "count": 2, "run": "ci1"}
+    assert any(r["verdict"] == "regressed" for r in stored["regimes"])
