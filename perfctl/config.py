@@ -36,6 +36,7 @@ KNOWN_KEYS = {
     "install",
     "pythonpath",
     "python",
+    "inherit_site_packages",
     "inherit_environ",
     "subjects",
     "threshold",
@@ -62,6 +63,7 @@ class Config:
     install: bool = True
     pythonpath: tuple[str, ...] = ()
     python: str | None = None
+    inherit_site_packages: bool = False
     inherit_environ: tuple[str, ...] = ()
     subjects: dict[str, str] = field(default_factory=dict)
     threshold: float = 0.02
@@ -70,6 +72,11 @@ class Config:
     time_budget: float | None = None
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outputs(self) -> tuple[Path, ...]:
+        """Folders perfctl writes into the checkout: never the user's changes."""
+        return (self.state_dir, self.reports_dir)
 
 
 def find_root(start: Path, *, standalone: bool = False) -> Path:
@@ -163,6 +170,20 @@ def _positive(
     return value
 
 
+def _store_dir(root: Path, store: str | None, path: Path | None) -> Path:
+    """The state dir: a directory of its own, never the project root or above it.
+
+    perfctl writes a ``.gitignore`` of ``*`` into it and `clean` empties it.
+    """
+    state_dir = root / (store or ".perfctl")
+    if root.resolve().is_relative_to(state_dir.resolve()):
+        raise ConfigError(
+            f"{path}: `store` = {store!r} is the project root or a folder above it",
+            'give perfctl a directory of its own, e.g. store = ".perfctl" (the default)',
+        )
+    return state_dir
+
+
 def load_config(start: Path | None = None, *, standalone: bool = False) -> Config:
     """Find the project root from ``start`` and read its perfctl configuration.
 
@@ -179,13 +200,14 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         root=root,
         source=source,
         regimes=tuple(str(r) for r in regimes),
-        state_dir=root / (_expect(table, "store", str, source) or ".perfctl"),
+        state_dir=_store_dir(root, _expect(table, "store", str, source), source),
         reports_dir=root / (_expect(table, "reports", str, source) or "reports"),
         build=_expect(table, "build", str, source),
         dependencies=tuple(_expect(table, "dependencies", list, source) or ()),
         install=bool(table.get("install", True)),
         pythonpath=tuple(_expect(table, "pythonpath", list, source) or ()),
         python=_expect(table, "python", str, source),
+        inherit_site_packages=bool(_expect(table, "inherit_site_packages", bool, source)),
         inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
         subjects=dict(_expect(table, "subjects", dict, source) or {}),
         threshold=_bounded(table, "threshold", source, 0.02, low=0.0, high=1.0, low_ok=True),

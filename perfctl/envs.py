@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -32,17 +33,17 @@ from pathlib import Path
 from subprocess import DEVNULL, STDOUT
 from typing import IO
 
-import perfctl
 from perfctl.config import Config
 from perfctl.errors import BuildError, ConfigError, GitError
 from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
-from perfctl.model import RefInfo
+from perfctl.measure.environ import scrubbed_env
+from perfctl.model import Notice, RefInfo
+from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
 MARKER = "perfctl-env.json"
-RUNTIME_PTH = "perfctl_runtime.pth"
 Log = Callable[[str], None]
 
 
@@ -82,7 +83,7 @@ def _worker_env(config: Config, source: Path) -> dict[str, str]:
 def current_target(config: Config) -> Target:
     """The running interpreter, measuring the checkout in place (for `perfctl run`)."""
     try:
-        ref = gitrefs.resolve_ref(config.root, WORKTREE)
+        ref = gitrefs.resolve_ref(config.root, WORKTREE, outputs=config.outputs)
     except GitError:
         ref = RefInfo(ref=WORKTREE, sha="")
     return Target(ref, Path(sys.executable), config.root, _worker_env(config, config.root), None)
@@ -99,6 +100,8 @@ def _python_request(config: Config) -> tuple[str, str]:
 def env_key(source_id: str, config: Config, python_id: str) -> str:
     """The cache key of one environment (16 hex digits)."""
     build = [config.build, list(config.dependencies), config.install, list(config.pythonpath)]
+    if config.inherit_site_packages:  # appended only when on: existing keys stay as they were
+        build.append(["inherit", *host_site_packages()])
     parts = [ENV_FORMAT, source_id, python_id, *build]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -112,10 +115,10 @@ def _stamp(worktree: Path) -> str:
 
 def env_spec(config: Config, ref: str) -> EnvSpec:
     """Resolve ``ref``, check out its worktree, and work out its environment's key."""
-    info = gitrefs.resolve_ref(config.root, ref)
+    info = gitrefs.resolve_ref(config.root, ref, outputs=config.outputs)
     request, python_id = _python_request(config)
     if ref == WORKTREE:
-        source_id = f"{WORKTREE}:{gitrefs.worktree_fingerprint(config.root)}"
+        source_id = f"{WORKTREE}:{gitrefs.worktree_fingerprint(config.root, config.outputs)}"
         key = env_key(source_id, config, python_id)
         return EnvSpec(key, info, config.root, request, config)
     worktree = gitrefs.ensure_worktree(config.root, config.state_dir, info.sha)
@@ -209,7 +212,8 @@ def _install_source(spec: EnvSpec) -> Iterator[Path]:
     if spec.ref.ref != WORKTREE or not spec.ref.sha or not _installs_project(spec):
         yield spec.source
         return
-    with gitrefs.worktree_snapshot(spec.config.root, spec.config.state_dir) as snapshot:
+    config = spec.config
+    with gitrefs.worktree_snapshot(config.root, config.state_dir, config.outputs) as snapshot:
         yield snapshot / gitrefs.project_subdir(spec.config.root)
 
 
@@ -233,8 +237,8 @@ def _steps(spec: EnvSpec, tmp: Path, src: Path) -> list[list[str]]:
 
 
 def _step_env(spec: EnvSpec, tmp: Path) -> dict[str, str]:
-    """The environment of build steps: the new venv activated, uv on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV")}
+    """The environment of build steps: scrubbed, the new venv activated, uv on PATH."""
+    env = scrubbed_env(spec.config.inherit_environ, build=True)
     uv = _uv_bin()
     extra = [str(Path(uv).parent)] if uv else []
     env["PATH"] = os.pathsep.join([str(tmp / "bin"), env.get("PATH", ""), *extra])
@@ -270,36 +274,6 @@ def _build_failed(spec: EnvSpec, command: str, what: str, log_path: Path) -> Bui
     )
 
 
-def _symlink(link: Path, target: Path) -> None:
-    if link.is_symlink() and os.readlink(link) == str(target):
-        return
-    tmp = link.with_name(f".{link.name}.{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target, target_is_directory=True)
-    os.replace(tmp, link)  # atomic: a worker never sees the link missing
-
-
-def runtime_dir(state_dir: Path) -> Path:
-    """A directory with `perfctl` and `pyperf` linked to the host's packages."""
-    import pyperf
-
-    runtime = state_dir.absolute() / "runtime" / perfctl.__version__
-    runtime.mkdir(parents=True, exist_ok=True)
-    for module in (perfctl, pyperf):
-        name = module.__name__
-        _symlink(runtime / name, Path(str(module.__file__)).resolve().parent)
-    return runtime
-
-
-def link_runtime(state_dir: Path, env_dir: Path) -> None:
-    """Write the .pth that makes perfctl and pyperf importable inside ``env_dir``."""
-    line = f"{runtime_dir(state_dir)}\n"
-    for site in env_dir.glob("lib/python*/site-packages"):
-        pth = site / RUNTIME_PTH
-        if not pth.is_file() or pth.read_text(encoding="utf-8") != line:
-            pth.write_text(line, encoding="utf-8")
-
-
 def _complete(env_dir: Path, spec: EnvSpec) -> bool:
     marker = env_dir / MARKER
     if not marker.is_file() or not _venv_python(env_dir).exists():
@@ -312,10 +286,11 @@ def _complete(env_dir: Path, spec: EnvSpec) -> bool:
     return spec.config.build is None or data.get("stamp") == spec.stamp
 
 
-def _write_marker(tmp: Path, spec: EnvSpec) -> None:
+def _write_marker(tmp: Path, spec: EnvSpec, build_s: float) -> None:
     data = {"format": ENV_FORMAT, "key": spec.key, "stamp": spec.stamp, "python": spec.python}
     data |= {"ref": spec.ref.ref, "sha": spec.ref.sha, "source": str(spec.source)}
     data["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    data["build_s"] = round(build_s, 2)
     (tmp / MARKER).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
@@ -345,7 +320,16 @@ def _swap(tmp: Path, env_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _build(spec: EnvSpec, env_dir: Path, log_path: Path) -> None:
+def _built_note(env_dir: Path) -> str:
+    """`` (built in 12.3 s)`` from the environment's marker; empty when unknown."""
+    try:
+        seconds = json.loads((env_dir / MARKER).read_text(encoding="utf-8")).get("build_s")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return f" (built in {seconds:.1f} s)" if isinstance(seconds, int | float) else ""
+
+
+def _build(spec: EnvSpec, env_dir: Path, log_path: Path, started: float) -> None:
     envs = env_dir.parent
     envs.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -357,9 +341,9 @@ def _build(spec: EnvSpec, env_dir: Path, log_path: Path) -> None:
             env = _step_env(spec, tmp)
             for argv in _steps(spec, tmp, src):
                 _run_step(argv, spec, env, log, log_path)
-        link_runtime(spec.config.state_dir, tmp)
+        link_runtime(spec.config.state_dir, tmp, spec.config.inherit_site_packages)
         _relocate(tmp, env_dir)
-        _write_marker(tmp, spec)
+        _write_marker(tmp, spec, time.monotonic() - started)
         _swap(tmp, env_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -375,26 +359,42 @@ def prepare_target(
         env_dir = config.state_dir / "envs" / spec.key
         log_path = config.state_dir / "logs" / f"{spec.key}.log"
         if rebuild or not _complete(env_dir, spec):
-            say(f"{ref}: building environment {spec.key} (log: {log_path})")
+            say(Notice(f"{ref}: building environment {spec.key} (log: {log_path})"))
             started = time.monotonic()
-            _build(spec, env_dir, log_path)
-            say(f"{ref}: environment ready in {time.monotonic() - started:.1f} s")
+            _build(spec, env_dir, log_path, started)
+            took = time.monotonic() - started
+            say(Notice(f"{ref}: environment {spec.key} ready in {took:.1f} s"))
         else:
-            say(f"{ref}: reusing environment {spec.key}")
-            link_runtime(config.state_dir, env_dir)
+            say(Notice(f"{ref}: reusing environment {spec.key}{_built_note(env_dir)}"))
+            link_runtime(config.state_dir, env_dir, config.inherit_site_packages)
     extra = _worker_env(config, spec.source)
     return Target(spec.ref, _venv_python(env_dir), spec.source, extra, env_dir)
 
 
+_KEY = re.compile(r"[0-9a-f]{16}")
+_LEFTOVER = re.compile(r"\.(tmp|old)-[0-9a-f]{16}-\d+")  # what a killed build leaves
+
+
+def _ours(path: Path) -> bool:
+    """Made by perfctl: a finished env (its key and marker) or a killed build's leftover."""
+    finished = _KEY.fullmatch(path.name) and (path / MARKER).is_file()
+    return (
+        path.is_dir() and not path.is_symlink() and bool(finished or _LEFTOVER.fullmatch(path.name))
+    )
+
+
 def remove_envs(state_dir: Path) -> int:
-    """Remove every environment, the runtime links and build logs; returns how many envs."""
-    envs = state_dir / "envs"
+    """Remove perfctl's environments, runtime links and build logs; returns how many envs."""
+    envs, runtime = state_dir / "envs", state_dir / "runtime"
     with project_lock(state_dir, what="removing environments"):
-        found = sorted(envs.iterdir()) if envs.is_dir() else []
+        found = [p for p in sorted(envs.glob("*")) if _ours(p)]
+        links = [p for p in runtime.glob("*/*") if p.is_symlink() and p.name in RUNTIME_LINKS]
+        logs = [p for p in (state_dir / "logs").glob("*.log") if _KEY.fullmatch(p.stem)]
         for path in found:
             shutil.rmtree(path, ignore_errors=True)
-        shutil.rmtree(state_dir / "runtime", ignore_errors=True)
-        for log in (state_dir / "logs").glob("*.log"):
-            if len(log.stem) == 16 and all(c in "0123456789abcdef" for c in log.stem):
-                log.unlink()
+        for path in [*links, *logs]:
+            path.unlink()
+        for folder in [*runtime.glob("*"), runtime]:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when nothing of the user's is left in it
     return sum(1 for p in found if not p.name.startswith("."))

@@ -74,6 +74,16 @@ def check_schema(d: dict[str, Any], kind: str) -> None:
         )
 
 
+class Notice(str):
+    """A progress message worth a lasting stderr line, not only the spinner's text.
+
+    Stages pass progress as plain strings; the CLI shows those on a spinner
+    (lost when stderr is not a terminal) and prints a Notice in both modes.
+    """
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Machine:
     """Where a measurement ran; ``id`` is a short hash of the stable fields."""
@@ -86,13 +96,15 @@ class Machine:
     governor: str
     python: str
     hostname: str = ""
+    gpus: tuple[str, ...] = ()  # "name, driver D, M MiB" per device (nvidia-smi)
 
     def describe(self) -> str:
         """One line for headers and PR comments."""
         gib = self.memory_bytes / 2**30
+        gpus = f", GPU {'; '.join(self.gpus)}" if self.gpus else ""
         return (
             f"{self.cpu_model}, {self.cores} cores, {gib:.0f} GiB, "
-            f"Linux {self.kernel}, governor {self.governor}, Python {self.python}"
+            f"Linux {self.kernel}, governor {self.governor}, Python {self.python}{gpus}"
         )
 
 
@@ -127,6 +139,7 @@ class RegimeInfo:
     tags: tuple[str, ...] = ()
     timeout: float | None = None
     skip_reason: str | None = None
+    clock: str = "wall"  # "device": the regime times itself (CUDA events); host time is a metric
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,7 @@ class RegimeResult:
     params: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     loops: int = 0
+    clock: str = "wall"  # what the values time: "wall", or "device" (the regime's own events)
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -218,6 +232,7 @@ class RegimeComparison:
     metrics_base: dict[str, float] = field(default_factory=dict)
     metrics_head: dict[str, float] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)  # e.g. flamegraph paths
+    clock: str = "wall"
 
 
 @dataclass(frozen=True)
@@ -279,6 +294,8 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
 
 def machine_from_dict(d: dict[str, Any]) -> Machine:
     """Rebuild a Machine."""
+    d = dict(d)
+    d["gpus"] = tuple(d.get("gpus") or ())
     return _build(Machine, d)
 
 

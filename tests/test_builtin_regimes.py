@@ -276,6 +276,22 @@ class StandInDevice:
     def sync(self) -> None:
         pass
 
+    def device_times(self, step: Any, loops: int, before: Any = None) -> list[float]:
+        # The host's clock stands in for CUDA events; the protocol is what is tested.
+        out = []
+        for _ in range(loops):
+            if before is not None:
+                before()
+            t0 = time.perf_counter()
+            step()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    flushes = 0  # across instances: the regime opens its own device
+
+    def flush_l2(self) -> None:
+        StandInDevice.flushes += 1
+
     def close(self) -> None:
         pass
 
@@ -295,16 +311,40 @@ def test_gpu_regimes_run_on_a_stand_in_device(subjects: Any) -> None:
             with loader.open_regime(d, kwargs) as instance:
                 instance.run()
                 instance.run()
+                # A device-clocked regime times itself; a wall one leaves it to the worker.
+                assert (instance.time_loops is not None) == (d.clock == "device")
+                if instance.time_loops is not None:
+                    assert instance.time_loops(3) > 0
                 metrics = instance.metrics() if instance.metrics else {}
             assert set(metrics) <= set(d.metrics)
+    clocks = {d.name: d.clock for d in defs("gpu")}
+    assert clocks["gpu.h2d"] == clocks["gpu.xor_kernel"] == "device"
+    assert clocks["gpu.page_apply"] == clocks["gpu.launch_sync"] == "wall"
+
+
+def test_a_cold_cache_regime_flushes_outside_the_timed_calls(subjects: Any) -> None:
+    subjects(gpu=f"{HERE}:StandInDevice")
+    (d,) = [d for d in defs("gpu") if d.name == "gpu.xor_kernel"]
+    for cache, flushes in (("warm", 0), ("cold", 5)):
+        with loader.open_regime(d, {"size": "1M", "cache": cache}) as instance:
+            assert instance.time_loops is not None
+            before = StandInDevice.flushes
+            instance.time_loops(5)
+            assert StandInDevice.flushes - before == flushes
 
 
 def per_op_and_metrics(defn: api.RegimeDef, kwargs: dict[str, Any]) -> tuple[float, dict]:
-    """Median seconds per op over five runs after a warm-up, and the regime's metrics."""
+    """Median seconds per op over five runs after a warm-up, and the regime's metrics.
+
+    A device-clocked regime is timed by its own clock, as the bench worker does.
+    """
     with loader.open_regime(defn, kwargs) as instance:
         instance.run()
         times = []
         for _ in range(5):
+            if instance.time_loops is not None:
+                times.append(instance.time_loops(1))
+                continue
             t0 = time.perf_counter()
             instance.run()
             times.append(time.perf_counter() - t0)
@@ -332,6 +372,41 @@ def test_gpu_regimes_on_a_real_device() -> None:
     }
     print("GPU/CPU page_apply time ratio by page size:", ratios)
     assert ratios[sizes[0]] > 1.0  # a 1 KiB page is cheaper on the CPU (seed 001)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["CupyDevice", "TorchDevice"])
+def test_device_time_from_cuda_events_on_a_real_device(subjects: Any, backend: str) -> None:
+    reason = requirements.unmet(["gpu"])
+    if reason:
+        pytest.skip(reason)
+    module = "cupy" if backend == "CupyDevice" else "torch"
+    if requirements.unmet([module]):
+        pytest.skip(f"{module} is not installed")
+    subjects(gpu=f"perfctl.regimes.subjects.gpu:{backend}")
+    (xor,) = [d for d in defs("gpu") if d.name == "gpu.xor_kernel"]
+    device: dict[str, float] = {}
+    for cache in ("warm", "cold"):
+        with loader.open_regime(xor, {"size": "16M", "cache": cache}) as instance:
+            assert instance.time_loops is not None
+            instance.time_loops(5)
+            device[cache] = statistics.median(instance.time_loops(1) for _ in range(30))
+    (h2d,) = [d for d in defs("gpu") if d.name == "gpu.h2d"]
+    with loader.open_regime(h2d, {"size": "64M"}) as instance:
+        assert instance.time_loops is not None
+        copy = statistics.median(instance.time_loops(1) for _ in range(10))
+        t0 = time.perf_counter()
+        for _ in range(10):
+            instance.run()  # the same copy on the wall clock, synchronised each time
+        wall = (time.perf_counter() - t0) / 10
+        metrics = instance.metrics() if instance.metrics else {}
+    print(f"{backend}: xor_kernel[16M] device warm {device['warm'] * 1e6:.1f} µs, "
+          f"cold {device['cold'] * 1e6:.1f} µs; h2d[64M] device {copy * 1e3:.3f} ms, "
+          f"wall {wall * 1e3:.3f} ms, {metrics.get('bandwidth_gb_s', 0):.1f} GB/s")  # fmt: skip
+    # Two 16 MiB buffers fit an H100's 50 MB L2: a flushed L2 costs the kernel time.
+    assert device["cold"] > device["warm"]
+    assert 0 < copy <= wall * 1.05  # the device's copy is inside the host's wait for it
+    assert metrics["bandwidth_gb_s"] > 1.0
 
 
 # -- through the CLI -----------------------------------------------------------------

@@ -191,7 +191,7 @@ def test_provenance_and_statistics_note() -> None:
     assert f"**Base** main · {'a' * 40} · Base commit" in body
     assert f"**Head** feature · {'b' * 40} · Make it faster" in body
     assert f"**Machine** {MACHINE.describe()}" in body
-    assert "benjamini-hochberg" in body and "±2%" in body and "p &lt; 0.05" in body
+    assert "Benjamini–Hochberg correction" in body and "±2%" in body and "p &lt; 0.05" in body
 
 
 def test_headlines() -> None:
@@ -259,6 +259,30 @@ def test_compare_markdown_escapes_like_the_comment() -> None:
     md = format_compare_markdown(c)
     assert "| x y\\`z\\`\\*w\\*\\_\\[l\\](http://e.vil)&lt;b&gt;\\|@\u200boctocat |" in md
     assert "<b>" not in md and "](http" not in md.replace("\\](http", "")
+
+
+def test_compare_markdown_footer_names_the_correction_and_keeps_reasons_and_warnings() -> None:
+    md = format_compare_markdown(mixed())
+    assert "Benjamini–Hochberg corrected" in md and "benjamini-hochberg" not in md
+    assert "| inconclusive (too noisy (CV 18%)) |" in md
+    assert "| failed (ImportError: no module named fast) |" in md
+    assert "> Warning: base and head ran on a busy machine" in md
+    assert "benjamini-hochberg" not in render_comment(mixed(), CommentOptions())
+
+
+def test_stderr_notes_are_not_wrapped_when_stderr_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perfctl.cli.common import Format
+    from perfctl.cli.compare import show_comparison
+
+    long = " ".join(["the machine was busy (load average up to 4.2 on 2 CPUs);"] * 3)
+    show_comparison(
+        comparison([regime("parse", NO_CHANGE, 3e-5, 0.001)], warnings=(long,)), Format.table
+    )
+    err = capsys.readouterr().err
+    assert f"Warning: {long}\n" in err
+    assert re.search(r"^Verdicts: .* across 1 regimes; change CI must clear ±\d+%\.$", err, re.M)
 
 
 def test_hostile_ref_name_and_subject() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -543,3 +544,29 @@ def test_from_store_refuses_runs_measured_apart_unless_mix_runs(stored: GitRepo)
     assert "runs measured apart (--mix-runs)" in comment.stdout
     listed = run_cli("comparisons", cwd=stored.path)
     assert "runs measured apart" in listed.stdout.replace("\n", " ")
+
+
+def test_environment_lines_are_true_when_stderr_is_not_a_terminal(git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", PYPROJECT + "install = false\n")
+    git_repo.write(".gitignore", ".perfctl/\n")
+    git_repo.write("toy/__init__.py", TOY.format(n=200))
+    git_repo.write("bench/regimes.py", REGIMES)
+    git_repo.commit("c1")
+    git_repo.tag("c1")
+    git_repo.write("toy/__init__.py", TOY.format(n=300))
+    git_repo.commit("c2")
+    git_repo.tag("c2")
+    quick = ["--fast", "--rounds", "2", "--max-rounds", "2", "--min-time", "0.005"]
+    args = ("compare", "c1", "c2", *quick, "--regime", "steady")
+    first = run_cli(*args, cwd=git_repo.path)  # stderr is a pipe: no spinner
+    assert first.returncode == 0, first.stderr
+    for ref in ("c1", "c2"):
+        assert f"{ref}: building environment " in first.stderr
+        assert re.search(rf"{ref}: environment [0-9a-f]{{16}} ready in \d+\.\d s", first.stderr)
+    assert "reusing" not in first.stderr and "building base" not in first.stderr
+    again = run_cli(*args, cwd=git_repo.path)
+    assert again.returncode == 0, again.stderr
+    for ref in ("c1", "c2"):
+        reuse = rf"{ref}: reusing environment [0-9a-f]{{16}} \(built in \d+\.\d s\)"
+        assert re.search(reuse, again.stderr), again.stderr
+    assert "building" not in again.stderr

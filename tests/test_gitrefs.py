@@ -286,8 +286,11 @@ def test_remove_worktrees_also_clears_stale_registrations(repo: GitRepo) -> None
 
 
 def test_remove_worktrees_outside_git(tmp_path: Path) -> None:
-    (tmp_path / ".perfctl" / "worktrees" / "abc").mkdir(parents=True)
+    base = tmp_path / ".perfctl" / "worktrees"
+    (base / ("a" * 40)).mkdir(parents=True)
+    (base / "notes").mkdir()  # not a name perfctl gives a worktree: kept
     assert gitrefs.remove_worktrees(tmp_path, tmp_path / ".perfctl") == 1
+    assert [p.name for p in base.iterdir()] == ["notes"]
 
 
 def test_project_in_a_subdirectory(repo: GitRepo) -> None:
@@ -348,3 +351,24 @@ def test_fingerprint_differs_per_commit(repo: GitRepo) -> None:
     first = gitrefs.worktree_fingerprint(repo.path)
     repo.commit("empty commit")
     assert gitrefs.worktree_fingerprint(repo.path) != first
+
+
+def test_perfctl_output_in_the_checkout_is_not_a_change(repo: GitRepo) -> None:
+    # A reports/ folder made before perfctl gave it a .gitignore (or by the user,
+    # untracked) made WORKTREE dirty and changed its environment's key.
+    from perfctl.config import load_config
+    from perfctl.envs import env_spec
+
+    repo.write("pyproject.toml", '[project]\nname = "p"\n[tool.perfctl]\ninstall = false\n')
+    repo.commit("config")
+    config = load_config(repo.path)
+    before = env_spec(config, "WORKTREE")
+    assert not before.ref.dirty
+    repo.write("reports/comparison-1.html", "<!DOCTYPE html>\n")
+    repo.write("reports/profiles/x/summary.json", "{}\n")
+    assert gitrefs.resolve_ref(repo.path, "WORKTREE").dirty  # without perfctl's outputs
+    after = env_spec(config, "WORKTREE")
+    assert (after.ref.dirty, after.key) == (False, before.key)
+    repo.write("notes.txt", "the user's own change\n")
+    changed = env_spec(config, "WORKTREE")
+    assert changed.ref.dirty and changed.key != before.key

@@ -145,3 +145,93 @@ def test_md_name_keeps_plain_names_as_code_and_escapes_the_rest() -> None:
     assert md_name("x`y") == "x\\`y"
     assert md_name("<svg/onload=alert(1)>") == "&lt;svg/onload=alert(1)&gt;"
     assert md_name("a](javascript:alert(1))") == "a\\](javascript:alert(1))"
+
+
+# -- 7. regime names: validated where defined, escaped in every plan block ------------------
+NAMES = (
+    "<b>bold</b>",
+    "<svg/onload=alert(1)>",
+    "x](javascript:alert(1))",
+    "a`b<img src=x>`c",
+    "evil\n<!-- perfctl:end update-log -->\n<!-- perfctl:begin phase-1 -->",
+)
+PLAN = """# Plan
+<!-- perfctl:begin phase-tracker -->
+<!-- perfctl:end phase-tracker -->
+<!-- perfctl:begin baseline -->
+<!-- perfctl:end baseline -->
+<!-- perfctl:begin phase-1 -->
+<!-- perfctl:end phase-1 -->
+<!-- perfctl:begin success-metrics -->
+<!-- perfctl:end success-metrics -->
+<!-- perfctl:begin update-log -->
+<!-- perfctl:end update-log -->
+"""
+
+
+def test_hostile_names_are_inert_in_every_plan_block_and_the_plan_still_parses() -> None:
+    from perfctl.plan.document import parse_doc
+    from perfctl.plan.spec import Phase, PlanSpec, parse_target
+    from perfctl.plan.update import _contents, _state
+
+    target = parse_target("-20%")
+    phase = Phase(
+        "1",
+        "<b>phase</b> [x](javascript:y)",
+        "main",
+        "HEAD",
+        NAMES,
+        tuple((n, target) for n in NAMES),
+    )
+    rows = [regime(n, REGRESSED, change=0.3) for n in NAMES]
+    c = comparison([*rows, regime("<i>x</i>", "<b>verdict</b>", change=0.0)])
+    doc = parse_doc(PLAN, "PLAN.md")
+    spec = PlanSpec((phase,), "1")
+    text = doc.render(_contents(spec, doc, [_state(phase, None, None, c)]))
+    for raw in ("<b>", "<svg", "<img", "<i>", "<!-- perfctl:end update-log -->\n<!--"):
+        assert raw not in text
+    assert not re.search(r"(?<!\\)\]\(", text)  # no link
+    again = parse_doc(text, "PLAN.md")  # the next update still works
+    assert [b.name for b in again.blocks()] == [b.name for b in doc.blocks()]
+    log = text.split("<!-- perfctl:begin update-log -->")[1]
+    assert len([ln for ln in log.splitlines() if ln.startswith("- ")]) == 1
+
+
+@pytest.mark.parametrize(
+    ("decorator", "line", "shown"),
+    [
+        ('@regime(name="evil\\n<!-- perfctl:end update-log -->")', 4, "U+000A"),
+        ('@regime(params={"m": ["ok", "b\\x1b[2J"]})', 4, "U+001B"),
+        ('@regime(family="fam\\u202e")', 4, "U+202E"),
+        ('@regime(name="   ")', 4, "must be a non-empty string"),
+    ],
+)
+def test_regime_names_are_validated_where_they_are_defined(
+    tmp_path: Path, decorator: str, line: int, shown: str
+) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        f"from perfctl import regime\n\n\n{decorator}\ndef f(m=1):\n    return lambda: None\n"
+    )
+    out = run_cli("list", "--regimes", str(bad), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    error, hint = out.stderr.splitlines()
+    assert error.startswith(f"Error: {bad}:{line}: ValueError: ") and shown in error
+    assert hint.startswith("Hint: fix the regimes file")
+
+
+def test_a_hostile_phase_name_cannot_add_markers_to_the_skeleton(tmp_path: Path) -> None:
+    from perfctl.plan.document import parse_doc
+
+    name = "<b>x</b>\\n<!-- perfctl:end baseline -->"  # TOML escape: a real newline
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.perfctl]\nregimes = ["r.py"]\n[[tool.perfctl.plan.phases]]\n'
+        f'id = 1\nname = "{name}"\nbefore = "main"\nafter = "HEAD"\nregimes = ["a"]\n'
+    )
+    out = run_cli("plan", "init", "PLAN.md", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "PLAN.md").read_text()
+    assert "<b>" not in text and "## Phase 1: &lt;b&gt;x&lt;/b&gt; &lt;" in text
+    assert text.count("<!-- perfctl:end baseline -->") == 1
+    names = [b.name for b in parse_doc(text, "PLAN.md").blocks()]
+    assert names == ["baseline", "phase-tracker", "phase-1", "success-metrics", "update-log"]

@@ -404,12 +404,12 @@ def test_new_results_add_one_log_entry(synthetic, cli):
     log = text.split("<!-- perfctl:begin update-log -->")[1]
     entries = [ln for ln in log.splitlines() if ln.startswith("- ")]
     assert entries == [
-        "- 2026-02-11: phase 1 results recorded (toy_sum -80.0%, toy_echo[size=64] -62.5%, "
-        "toy_echo[size=4096] -40.0%)",
-        "- 2026-02-12: phase 2 results recorded (toy_sum -15.0%, toy_echo[size=64] -33.3%, "
-        "toy_echo[size=4096] -58.3%)",
-        "- 2026-03-01: phase 2 results changed (toy_sum +20.0%, toy_echo[size=64] -33.3%, "
-        "toy_echo[size=4096] -58.3%)",
+        "- 2026-02-11: phase 1 results recorded (`toy_sum` -80.0%, `toy_echo[size=64]` -62.5%, "
+        "`toy_echo[size=4096]` -40.0%)",
+        "- 2026-02-12: phase 2 results recorded (`toy_sum` -15.0%, `toy_echo[size=64]` -33.3%, "
+        "`toy_echo[size=4096]` -58.3%)",
+        "- 2026-03-01: phase 2 results changed (`toy_sum` +20.0%, `toy_echo[size=64]` -33.3%, "
+        "`toy_echo[size=4096]` -58.3%)",
     ]
     assert "| `toy_sum` | 10.000 | 12.000 | +20.00% | <10us → 12.0us ❌ missed |" in text
     assert update(cli, repo).stderr == "PLAN.md is up to date\n"
@@ -797,3 +797,30 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     git_repo.write("pyproject.toml", pinned.replace(recomputed.id, "nope"))
     out = update(cli, git_repo, "--no-measure")
     assert out.returncode == 2 and "phase 1: pinned comparison `nope`" in out.stderr
+
+
+def test_update_regimes_file_is_checked_even_with_nothing_to_measure(synthetic, cli):
+    repo, _ = synthetic
+    out = update(cli, repo, "--regimes", "benchmarks/missing.py")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("Error: ") and "benchmarks/missing.py" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_update_regimes_measures_without_a_regimes_key(git_repo, cli):
+    # `plan update` had no --regimes: a project without the config key could not measure.
+    one_phase = REAL_PYPROJECT.split("\n[[tool.perfctl.plan.phases]]\nid = 2")[0]
+    make_project(git_repo, one_phase.replace('regimes = ["benchmarks/regimes.py"]\n', ""))
+    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    out = update(cli, git_repo, "--fast")
+    assert out.returncode == 2 and "no regimes configured" in out.stderr, out.stderr
+    out = update(cli, git_repo, "--fast", "--regimes", "benchmarks/regimes.py")
+    assert out.returncode == 0, out.stderr
+    assert "phase 1: measuring phase-0 → phase-1" in out.stderr
+    # As above, --fast figures are too noisy to judge: check what was measured.
+    (stored,) = (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
+    names = {r["name"] for r in json.loads(stored.read_text("utf-8"))["regimes"]}
+    assert {"toy_sum", "toy_steady"} <= names
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    assert "| `toy_sum` |" in text and "not measured" not in text

@@ -148,6 +148,8 @@ def test_profile_puts_the_hot_function_on_top(project: Path) -> None:
     for name in ("flame.svg", "profile.speedscope.json", "stacks.collapsed", "summary.json"):
         assert (folder / name).is_file()
         assert f"reports/profiles/hotloop/WORKTREE/{name}" in r.stdout
+    # perfctl made reports/: git must not see it (WORKTREE would turn dirty).
+    assert (project / "reports" / ".gitignore").read_text(encoding="utf-8").endswith("\n*\n")
     s = profiling.load_summary(folder)
     assert (s.top_self[0].function, s.top_self[0].file) == ("hot", "bench/regimes.py")
     assert s.top_self[0].share > 0.6

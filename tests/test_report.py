@@ -41,6 +41,7 @@ from perfctl.render import html as page
 from perfctl.render import html_report as report
 from perfctl.render.charts import format_change, format_per_op, pick_unit
 from perfctl.render.html_report import read_moved, render_comparison, render_history
+from tests.conftest import GitRepo
 
 GOLDEN = Path(__file__).parent / "golden"
 XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2;alert(1)">'
@@ -751,6 +752,31 @@ def test_cli_writes_last_comparison_by_default(project: Path, cli) -> None:  # t
     path = Path(done.stdout.strip())
     assert path == project / "reports" / f"comparison-{c.id}.html"
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_cli_report_leaves_the_worktree_clean(git_repo: GitRepo, cli) -> None:  # type: ignore[no-untyped-def]
+    # An untracked reports/ made WORKTREE dirty after every `perfctl report`.
+    git_repo.write("pyproject.toml", '[project]\nname = "p"\n')
+    git_repo.write(".gitignore", ".perfctl/\n")
+    git_repo.commit("c1")
+    _store_comparison(git_repo.path)
+    done = cli("report", "--last", cwd=git_repo.path)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).parent == git_repo.path / "reports"
+    assert (git_repo.path / "reports" / ".gitignore").read_text(encoding="utf-8").endswith("*\n")
+    assert git_repo.git("status", "--porcelain", "--untracked-files=all") == ""
+    done = cli("report", "--history", "-o", "out/h.html", cwd=git_repo.path)
+    assert done.returncode == 0, done.stderr
+    assert not (git_repo.path / "out" / ".gitignore").exists()  # a path the user chose
+    assert git_repo.git("status", "--porcelain") == "?? out/"
+
+
+def test_a_reports_folder_the_user_made_is_not_given_a_gitignore(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    (project / "reports").mkdir()
+    _store_comparison(project)
+    done = cli("report", "--last", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert not (project / "reports" / ".gitignore").exists()
 
 
 def test_cli_report_shows_the_stored_statistics(project: Path, cli) -> None:  # type: ignore[no-untyped-def]

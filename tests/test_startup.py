@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,3 +31,20 @@ def test_version_and_help_work() -> None:
     assert helptext.returncode == 0
     for panel in ("Measure", "Analyse", "Publish", "Manage"):
         assert panel in helptext.stdout
+
+
+def test_help_shows_no_placeholder_for_plain_flags() -> None:
+    # `--version <bool>` read as if the flag took a value; value options keep theirs.
+    env = {**os.environ, "COLUMNS": "200"}
+    for args in ([], ["compare"], ["profile"], ["clean"], ["plan", "update"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "perfctl", *args, "--help"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "<bool>" not in out.stdout, args
+        assert "--help" in out.stdout
+        if args == ["compare"]:
+            assert "<int range>" in out.stdout and "<abba|random>" in out.stdout

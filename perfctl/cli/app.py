@@ -14,6 +14,31 @@ import typer
 from perfctl import __version__
 from perfctl.cli import common
 
+
+def _no_placeholder_for_flags() -> None:
+    """Keep ``--help`` from showing ``--version <bool>``: a plain flag takes no value.
+
+    typer (0.2x with its vendored click) gives every option a type placeholder in
+    the rich help, flags included; a flag gets none here. Counters and options
+    that take a value keep theirs. Older typer has no such hook and needs none.
+    """
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_perfctl_flags", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: object) -> str | None:
+        if getattr(self, "is_bool_flag", False) and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._perfctl_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_placeholder_for_flags()
+
 app = typer.Typer(
     name="perfctl",
     help="Benchmark and profile a Python project across git refs, with sound statistics.",
@@ -44,9 +69,9 @@ def _root(
 
 
 def _register_all() -> None:
-    from perfctl.cli import compare, demo, measure, plan, profile, publish, report
+    from perfctl.cli import bisect, compare, demo, measure, plan, profile, publish, report
 
-    for module in (measure, compare, profile, report, plan, publish, demo):
+    for module in (measure, compare, bisect, profile, report, plan, publish, demo):
         module.register(app)
 
 

@@ -137,6 +137,17 @@ def out_console() -> Any:
     return console
 
 
+def err_console() -> Any:
+    """A rich Console on stderr; when stderr is not a terminal (a log, CI), lines are not
+    wrapped at rich's default 80 columns, so notes next to a wide table stay whole."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, soft_wrap=True)
+    return console
+
+
 def emit_listing(
     fmt: TableOrJson,
     records: list[dict[str, Any]],

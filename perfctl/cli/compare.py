@@ -7,7 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
-from perfctl.cli.common import MEASURE, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.cli.common import (
+    MEASURE,
+    Format,
+    ProjectOpt,
+    emit,
+    err_console,
+    guarded,
+    out_console,
+)
 from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
 from perfctl.errors import EXIT_REGRESSION, UsageError
 from perfctl.jobs.shard import parse_shard
@@ -154,7 +162,6 @@ def compare_cmd(
 
     Example: perfctl compare main HEAD --regime 'ipc.*' --fail-on-regression
     """
-    from rich.console import Console
 
     from perfctl.config import load_config
     from perfctl.jobs import compare
@@ -185,7 +192,7 @@ def compare_cmd(
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
     )
-    err = Console(stderr=True)
+    err = err_console()
     if shard and from_store:
         raise UsageError("--shard measures; --from-store does not", "drop one of them")
     if (comparison or mix_runs) and not from_store:
@@ -218,11 +225,11 @@ def compare_cmd(
 
 def show_comparison(c: Comparison, fmt: Format) -> None:
     """Print a comparison in the chosen format (notes and warnings on stderr)."""
-    from rich.console import Console
 
     from perfctl.render import tables as render
+    from perfctl.render.notes import comparison_notes
 
-    err = Console(stderr=True)
+    err = err_console()
     if fmt == Format.json:
         emit(render.format_compare_json(c))
     elif fmt == Format.markdown:
@@ -233,6 +240,8 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
         metrics = render.format_metrics_table(c)
         if metrics is not None:
             console.print(metrics)
+        for line in comparison_notes(c):
+            console.print(render.esc(line))
         test = (
             "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
             if c.settings.get("pairing") == "same-process"
@@ -284,11 +293,16 @@ def _families(c: Comparison) -> str:
 
 
 def _progress(err: Any, status: Any, message: str) -> None:
-    """Spinner text for progress; lasting lines for what the user should know."""
+    """Spinner text for progress; lasting lines (a Notice) for what the user should know.
+
+    The spinner is not drawn when stderr is not a terminal, so a Notice is
+    printed in both modes.
+    """
+    from perfctl.model import Notice
     from perfctl.render.tables import esc
 
     status.update(esc(message))
-    if message.startswith(("resuming", "building")):
+    if isinstance(message, Notice):
         err.print(esc(message))
 
 

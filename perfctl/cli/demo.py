@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from perfctl.cli.common import MEASURE, guarded, out_console
+from perfctl.cli.common import MEASURE, err_console, guarded, out_console
 
 
 def _phase_lines(result: object) -> list[tuple[str, str, str, str]]:
@@ -51,18 +51,19 @@ def demo_cmd(
 
     Example: perfctl demo /tmp/minibridge
     """
-    from rich.console import Console
     from rich.table import Table
 
     from perfctl.jobs.demo import run_demo
+    from perfctl.model import Notice
     from perfctl.render import tables as render
 
-    err = Console(stderr=True)
+    err = err_console()
     with err.status("perfctl demo") as status:
 
         def say(msg: str) -> None:
             status.update(render.esc(msg))
-            if msg.startswith(("committed", "comparing", "profiling", "measuring")):
+            lasting = ("committed", "comparing", "profiling", "measuring")
+            if isinstance(msg, Notice) or msg.startswith(lasting):
                 err.print(render.esc(msg))
 
         result = run_demo(directory, quick=quick, say=say)

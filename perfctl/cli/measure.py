@@ -15,6 +15,7 @@ from perfctl.cli.common import (
     TableOrJson,
     emit,
     emit_listing,
+    err_console,
     guarded,
     out_console,
 )
@@ -106,7 +107,11 @@ def list_cmd(
     target = current_target(config)
     files = discovery.regime_files(config, regimes or [])
     infos = discovery.select(
-        discovery.probe(target.python, files, cwd=target.cwd, env=target.env), [], family
+        discovery.probe(
+            target.python, files, cwd=target.cwd, env=target.env, inherit=config.inherit_environ
+        ),
+        [],
+        family,
     )
     if fmt == TableOrJson.json:
         emit(json.dumps([asdict(i) for i in infos], indent=2))
@@ -157,7 +162,6 @@ def run_cmd(
 
     Example: perfctl run --regimes builtin:ipc --regime 'tiny_*' --fast
     """
-    from rich.console import Console
 
     from perfctl.config import load_config
     from perfctl.jobs.run import RunOptions, run_checkout
@@ -172,7 +176,7 @@ def run_cmd(
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
     )
-    err = Console(stderr=True)
+    err = err_console()
     with err.status("measuring") as status:
 
         def progress(name: str, i: int, n: int) -> None:
@@ -182,7 +186,11 @@ def run_cmd(
     if fmt == TableOrJson.json:
         emit(render.format_run_json(run))
     else:
+        from perfctl.render.notes import run_notes
+
         out_console().print(render.format_run_table(run))
+        for line in run_notes(run):
+            out_console().print(render.esc(line))
         err.print(f"stored as run {run.id} in {config.state_dir}")
     if run.status != "complete":
         failed = [r.name for r in run.results if r.status == "failed"]

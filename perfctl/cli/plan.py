@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from perfctl.cli.common import PUBLISH, ProjectOpt, guarded
+from perfctl.cli.measure import RegimesOpt
 from perfctl.errors import EXIT_REGRESSION
 
 PlanArg = Annotated[
@@ -21,6 +22,12 @@ def _say(text: str) -> None:
 
     sys.stderr.write(strip_unsafe(text) + "\n")
     sys.stderr.flush()
+
+
+def _update_command(path: Path) -> str:
+    from perfctl.render.escape import shell_command
+
+    return shell_command("perfctl", "plan", "update", path)
 
 
 @guarded
@@ -37,7 +44,7 @@ def init_cmd(
     from perfctl.plan.update import init_plan
 
     init_plan(load_config(project), path, force=force)
-    _say(f"wrote {path}; fill in the prose, then run `perfctl plan update {path}`")
+    _say(f"wrote {path}; fill in the prose, then run `{_update_command(path)}`")
 
 
 @guarded
@@ -63,6 +70,7 @@ def update_cmd(
         bool,
         typer.Option("--rigorous", help="Measure missing phases with compare's --rigorous preset."),
     ] = False,
+    regimes: RegimesOpt = None,
     project: ProjectOpt = None,
 ) -> None:
     """Regenerate the plan's blocks (tracker, baseline, results, metrics, log); prose stays.
@@ -74,7 +82,8 @@ def update_cmd(
     from perfctl.plan.update import update_plan
 
     config = load_config(project)
-    settings = settings_for(config=config, fast=fast, rigorous=rigorous)
+    files = tuple(regimes or ())
+    settings = settings_for(config=config, fast=fast, rigorous=rigorous, regimes=files)
     result = update_plan(
         config, path, measure=measure, check=check, settings=settings, progress=_say
     )
@@ -97,7 +106,7 @@ def _report_check(path: Path, changed: tuple[str, ...], pending: tuple[str, ...]
         _say(f"{path} is stale: " + ", ".join(changed) + " would change")
     for pid in pending:
         _say(f"{path} is stale: phase {pid} has no stored comparison (update would measure it)")
-    _say(f"Hint: run `perfctl plan update {path}`")
+    _say(f"Hint: run `{_update_command(path)}`")
     raise typer.Exit(EXIT_REGRESSION)  # 1: stale, the gating exit code
 
 

@@ -38,7 +38,12 @@ def report(
     ] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Where to write the HTML (default: the reports dir)."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="Where to write the HTML: a new path or a regular file; `-` for stdout "
+            "(default: the reports dir).",
+        ),
     ] = None,
     template_dir: Annotated[
         Path | None,
@@ -63,4 +68,5 @@ def report(
     path = write_report(
         config, comparison_id, last, history, output, template_dir, cdn, machine=machine
     )
-    emit(str(path))
+    if str(path) != "-":  # with `-o -` stdout holds the HTML itself
+        emit(str(path))

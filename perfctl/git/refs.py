@@ -23,8 +23,9 @@ import contextlib
 import difflib
 import hashlib
 import os
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import git
@@ -108,22 +109,45 @@ def _info(repo: git.Repo, ref: str, sha: str, dirty: bool = False) -> RefInfo:
     return RefInfo(ref=ref, sha=sha, subject=str(commit.summary), date=date, dirty=dirty)
 
 
-def _is_dirty(repo: git.Repo) -> bool:
-    return bool(repo.git.status("--porcelain", "--untracked-files=normal").strip())
+def _pathspec(repo: git.Repo, outputs: Sequence[Path]) -> list[str]:
+    """``-- :/ :(top,exclude)reports …``: the whole checkout less perfctl's own output.
+
+    Reports and state perfctl writes into the checkout are not the user's changes:
+    they must neither mark ``WORKTREE`` dirty nor change its environment's key.
+    """
+    top = _top(repo).resolve()
+    excluded = []
+    for path in outputs:
+        try:
+            rel = path.resolve().relative_to(top)
+        except ValueError:
+            continue  # outside the checkout: git never sees it
+        if rel.parts:
+            excluded.append(f":(top,exclude,literal){rel.as_posix()}")
+    return ["--", ":/", *excluded] if excluded else []
 
 
-def _worktree_info(repo: git.Repo) -> RefInfo:
+def _is_dirty(repo: git.Repo, outputs: Sequence[Path] = ()) -> bool:
+    args = ("--porcelain", "--untracked-files=normal", *_pathspec(repo, outputs))
+    return bool(repo.git.status(*args).strip())
+
+
+def _worktree_info(repo: git.Repo, outputs: Sequence[Path] = ()) -> RefInfo:
     head = _rev_parse(repo, "HEAD")
     if head is None:
-        return RefInfo(ref=WORKTREE, sha="", dirty=_is_dirty(repo))
-    return _info(repo, WORKTREE, head, dirty=_is_dirty(repo))
+        return RefInfo(ref=WORKTREE, sha="", dirty=_is_dirty(repo, outputs))
+    return _info(repo, WORKTREE, head, dirty=_is_dirty(repo, outputs))
 
 
-def resolve_ref(root: Path, ref: str) -> RefInfo:
-    """Resolve a ref (or WORKTREE) to its commit; GitError naming close matches."""
+def resolve_ref(root: Path, ref: str, *, outputs: Sequence[Path] = ()) -> RefInfo:
+    """Resolve a ref (or WORKTREE) to its commit; GitError naming close matches.
+
+    ``outputs``: folders perfctl writes into the checkout (``Config.outputs``), which
+    never make ``WORKTREE`` dirty.
+    """
     with open_repo(root) as repo:
         if ref == WORKTREE:
-            return _worktree_info(repo)
+            return _worktree_info(repo, outputs)
         return _info(repo, ref, _must(repo, ref))
 
 
@@ -264,6 +288,9 @@ def _ensure(repo: git.Repo, state_dir: Path, full: str) -> Path:
         return _create(repo, base, full)
 
 
+_WORKTREE_NAME = re.compile(rf"(?:{re.escape(PARTIAL_PREFIX)})?[0-9a-f]{{40,64}}(?:-\d+)?")
+
+
 def remove_worktrees(root: Path, state_dir: Path) -> int:
     """Remove every perfctl worktree and prune git's list; returns how many there were."""
     base = state_dir / "worktrees"
@@ -273,7 +300,8 @@ def remove_worktrees(root: Path, state_dir: Path) -> int:
         repo = None  # still remove the directories
     try:
         with project_lock(state_dir, what="removing worktrees"):
-            found = sorted(base.iterdir()) if base.is_dir() else []
+            # Only what perfctl names (a commit's sha, a partial checkout) or git lists.
+            found = [p for p in sorted(base.glob("*")) if _WORKTREE_NAME.fullmatch(p.name)]
             gone = set(_ours(repo, base)) if repo is not None else set()
             for path in [*found, *gone]:
                 _discard(repo, path)
@@ -288,15 +316,16 @@ def remove_worktrees(root: Path, state_dir: Path) -> int:
 # --- a snapshot of WORKTREE --------------------------------------------------------
 
 
-def _changed(repo: git.Repo) -> list[bytes]:
+def _changed(repo: git.Repo, spec: list[str]) -> list[bytes]:
     """Paths that differ from HEAD: edited, added, deleted, or untracked."""
-    diff = repo.git.diff("HEAD", "--name-only", "--no-renames", "-z", stdout_as_string=False)
-    return [n for n in bytes(diff).split(b"\0") if n] + _untracked(repo, everything=False)
+    args = ("HEAD", "--name-only", "--no-renames", "-z", *spec)
+    diff = repo.git.diff(*args, stdout_as_string=False)
+    return [n for n in bytes(diff).split(b"\0") if n] + _untracked(repo, False, spec)
 
 
-def _copy_changes(repo: git.Repo, dest: Path) -> None:
+def _copy_changes(repo: git.Repo, dest: Path, spec: list[str]) -> None:
     top = _top(repo)
-    for name in map(os.fsdecode, _changed(repo)):
+    for name in map(os.fsdecode, _changed(repo, spec)):
         src, dst = top / name, dest / name
         _rmtree(dst)  # deleted in the checkout, or about to be replaced
         if src.is_symlink() or src.is_file():
@@ -305,8 +334,8 @@ def _copy_changes(repo: git.Repo, dest: Path) -> None:
 
 
 @contextlib.contextmanager
-def worktree_snapshot(root: Path, state_dir: Path) -> Iterator[Path]:
-    """A throwaway worktree of HEAD plus the checkout's uncommitted changes.
+def worktree_snapshot(root: Path, state_dir: Path, outputs: Sequence[Path] = ()) -> Iterator[Path]:
+    """A throwaway worktree of HEAD plus the checkout's uncommitted changes (less ``outputs``).
 
     Building from it leaves the user's checkout untouched (no build/ or
     *.egg-info), and it has a .git, so setuptools-scm and the like still work.
@@ -319,7 +348,7 @@ def worktree_snapshot(root: Path, state_dir: Path) -> Iterator[Path]:
         base.mkdir(parents=True, exist_ok=True)
         try:
             repo.git.worktree("add", "--detach", str(path), head)
-            _copy_changes(repo, path)
+            _copy_changes(repo, path, _pathspec(repo, outputs))
             yield path
         finally:
             _discard(repo, path)
@@ -329,9 +358,9 @@ def worktree_snapshot(root: Path, state_dir: Path) -> Iterator[Path]:
 # --- fingerprint of uncommitted changes ----------------------------------------
 
 
-def _untracked(repo: git.Repo, everything: bool) -> list[bytes]:
+def _untracked(repo: git.Repo, everything: bool, spec: Sequence[str] = ()) -> list[bytes]:
     args = ["--others", "--exclude-standard", "-z"] + (["--cached"] if everything else [])
-    out = repo.git.ls_files(*args, stdout_as_string=False)
+    out = repo.git.ls_files(*args, *spec, stdout_as_string=False)
     return sorted(name for name in bytes(out).split(b"\0") if name)
 
 
@@ -341,22 +370,23 @@ def _content(path: Path) -> bytes:
     return path.read_bytes() if path.is_file() else b""
 
 
-def worktree_fingerprint(root: Path) -> str:
-    """A short hash of the checkout's uncommitted state (diff to HEAD + untracked files)."""
+def worktree_fingerprint(root: Path, outputs: Sequence[Path] = ()) -> str:
+    """A short hash of the checkout's uncommitted state (diff to HEAD + untracked files),
+    perfctl's own ``outputs`` left out."""
     with open_repo(root) as repo:
-        return _fingerprint(repo)
+        return _fingerprint(repo, _pathspec(repo, outputs))
 
 
-def _fingerprint(repo: git.Repo) -> str:
+def _fingerprint(repo: git.Repo, spec: list[str]) -> str:
     digest = hashlib.sha256()
     head = _rev_parse(repo, "HEAD") or ""
     digest.update(head.encode() + b"\0")
     if head:
         plain = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv")
-        diff = repo.git.diff("HEAD", *plain, stdout_as_string=False)
+        diff = repo.git.diff("HEAD", *plain, *spec, stdout_as_string=False)
         digest.update(bytes(diff) + b"\0")
     top = _top(repo)
     # Without a HEAD there is no diff: hash every file git would track.
-    for name in _untracked(repo, everything=not head):
+    for name in _untracked(repo, not head, spec):
         digest.update(name + b"\0" + _content(top / os.fsdecode(name)) + b"\0")
     return digest.hexdigest()[:16]

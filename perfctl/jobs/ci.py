@@ -32,6 +32,7 @@ from perfctl.errors import (
     PublishError,
     UsageError,
 )
+from perfctl.files import check_output_dir, check_output_file, ensure_output_dir, write_output
 from perfctl.model import FAILED, REGRESSED, Comparison, to_dict
 from perfctl.publish.github import CommentResult, Target, parse_target
 from perfctl.render.comment import CommentOptions, check_url_base, marker, render_comment
@@ -184,6 +185,14 @@ def post_comment(job: CommentJob, env: Mapping[str, str]) -> CommentResult:
 
 
 # -- artefacts --------------------------------------------------------------------
+ARTEFACT = "a CI artefact"
+
+
+def artifacts_dir(path: Path) -> Path:
+    """The --artifacts folder, checked before any work: a real folder or a new path."""
+    return check_output_dir(path, "the --artifacts folder").resolve()
+
+
 def collect_profiles(c: Comparison, root: Path, dest: Path) -> Comparison:
     """Copy every existing artefact (flamegraphs...) to ``dest/profiles``.
 
@@ -201,8 +210,9 @@ def collect_profiles(c: Comparison, root: Path, dest: Path) -> Comparison:
                 moved[key] = str(src)
                 continue
             target = dest / "profiles" / f"{slug(r.name)}-{slug(key)}{src.suffix}"
+            check_output_dir(target.parent, "profiles")
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, target)
+            shutil.copyfile(src, check_output_file(target, "a profile"))
             moved[key] = target.relative_to(dest).as_posix()
         rows.append(replace(r, artifacts=moved) if moved != r.artifacts else r)
     return replace(c, regimes=tuple(rows))
@@ -215,15 +225,13 @@ def write_artifacts(
 
     Artefact paths in ``c`` are relative to ``dest`` (see collect_profiles).
     """
-    from perfctl.files import atomic_write_text
-
     files = [dest / "comparison.json", dest / "comparison.md"]
-    atomic_write_text(files[0], json.dumps(to_dict(c), indent=1, sort_keys=True) + "\n")
-    atomic_write_text(files[1], body)
+    write_output(files[0], json.dumps(to_dict(c), indent=1, sort_keys=True) + "\n", ARTEFACT)
+    write_output(files[1], body, ARTEFACT)
     if ctx is not None:
         # For the fork-safe workflow_run job, which only trusts a number.
         files.append(dest / "pr-number.txt")
-        atomic_write_text(files[-1], f"{ctx.target.number}\n")
+        write_output(files[-1], f"{ctx.target.number}\n", ARTEFACT)
     notes = []
     try:
         files.append(_write_report(c, dest, dest / "report.html"))
@@ -276,11 +284,12 @@ def run_ci(
     event, warning = read_event(env)
     notes = [warning] if warning else []
     ctx = pr_context(event, env, opts.repo, opts.pr)
-    dest = (opts.artifacts or config.root / DEFAULT_ARTIFACTS).resolve()
+    dest = artifacts_dir(opts.artifacts or config.root / DEFAULT_ARTIFACTS)
     base = opts.base or default_base(config.root, opts.head, ctx)
     c = compare_refs(
         config, base, opts.head, regimes=opts.regimes, settings=opts.settings, progress=progress
     )
+    ensure_output_dir(config.reports_dir, dest)
     c = collect_profiles(c, config.root, dest)
     body = render_comment(
         c,

@@ -25,6 +25,7 @@ from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
     OK,
     Comparison,
+    Notice,
     RefInfo,
     RegimeInfo,
     RegimeResult,
@@ -240,7 +241,7 @@ def _attach_runs(
         sides[side].run = prior[side]
     results = {s: {r.name: r for r in prior[s].results} for s in SIDES}
     done = {n: {s: results[s][n] for s in SIDES} for n in results["base"] if n in results["head"]}
-    say(f"resuming an interrupted comparison: {len(done)} regime(s) already measured")
+    say(Notice(f"resuming an interrupted comparison: {len(done)} regime(s) already measured"))
     return done
 
 
@@ -256,11 +257,11 @@ def _prepare(
 
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
-        say(f"building {side} environment for {ref}")
+        say(f"preparing the {side} environment ({ref})")  # envs says whether it builds
         target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(target, files)
+        infos, error = _probe(target, files, config.inherit_environ)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -276,10 +277,11 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
     return files
 
 
-def _probe(target: Target, files: list[Path]) -> tuple[dict[str, RegimeInfo], str]:
-    t = target
+def _probe(
+    t: Target, files: list[Path], inherit: tuple[str, ...]
+) -> tuple[dict[str, RegimeInfo], str]:
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env)
+        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -431,6 +433,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
         params=info.params,
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
+        clock=info.clock,
     )
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from perfctl.config import Config
 from perfctl.errors import ProfileFailed, UsageError
+from perfctl.files import ensure_output_dir
 from perfctl.model import RefInfo, RegimeInfo
 from perfctl.profile import pyspy, recording, stackdiff
 from perfctl.profile.pyspy import RecordSettings
@@ -132,12 +133,11 @@ def find_regime(
     """The regimes files and the probed regime; UsageError naming close matches."""
     from perfctl.regimes import discovery
 
-    files = discovery.regime_files(config, list(regimes))
-    infos = discovery.probe(target.python, files, cwd=target.cwd, env=dict(target.env))
+    files, inherit = discovery.regime_files(config, list(regimes)), config.inherit_environ
+    infos = discovery.probe(target.python, files, cwd=target.cwd, env=target.env, inherit=inherit)
     found = next((i for i in infos if i.name == regime), None)
     if found is None:
-        names = [i.name for i in infos]
-        close = difflib.get_close_matches(regime, names, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(regime, [i.name for i in infos], n=3, cutoff=0.5)
         raise UsageError(
             f"unknown regime `{regime}`",
             f"did you mean: {', '.join(close)}?"
@@ -157,10 +157,6 @@ def find_regime(
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _write(path: Path, text: str) -> None:
-    path.write_text(text, encoding="utf-8")
 
 
 def _record_into(
@@ -199,7 +195,7 @@ def _profile(
     log: Log | None,
 ) -> tuple[ProfileResult, Stacks]:
     final = profile_dir(config, info.name, target.ref)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    ensure_output_dir(config.reports_dir, final.parent)
     recording.sweep_stale(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     if log:
@@ -350,12 +346,15 @@ def diff_profiles(
         before_per_op_s=d.before.per_op_s,
         after_per_op_s=d.after.per_op_s,
     )
-    final.parent.mkdir(parents=True, exist_ok=True)
+    ensure_output_dir(config.reports_dir, final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
-        _write(tmp / "diff.svg", forward)
-        _write(tmp / "diff-reverse.svg", reverse)
-        _write(tmp / "diff.json", json.dumps(diff_to_dict(d), indent=1) + "\n")
+        for name, text in (
+            ("diff.svg", forward),
+            ("diff-reverse.svg", reverse),
+            ("diff.json", json.dumps(diff_to_dict(d), indent=1) + "\n"),
+        ):
+            (tmp / name).write_text(text, encoding="utf-8")
         recording.publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

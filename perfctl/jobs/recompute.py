@@ -12,7 +12,6 @@ refused unless ``--mix-runs`` asks for it, and then every output carries a warni
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from perfctl.errors import StoreError, UsageError
 from perfctl.measure.interleave import SIDES
 from perfctl.model import Comparison, RefInfo, RegimeComparison, RegimeResult, Run
 from perfctl.regimes import discovery
+from perfctl.render.escape import shell_command
 from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def _resolve(config: Config, base: str, head: str) -> dict[str, RefInfo]:
     from perfctl.git import refs as gitrefs
 
     return {
-        s: gitrefs.resolve_ref(config.root, r) for s, r in zip(SIDES, (base, head), strict=True)
+        s: gitrefs.resolve_ref(config.root, r, outputs=config.outputs)
+        for s, r in zip(SIDES, (base, head), strict=True)
     }
 
 
@@ -97,8 +98,7 @@ def _pick(store: SqliteStore, refs: dict[str, RefInfo], cid: str | None) -> Comp
         raise UsageError(
             f"comparison {c.id} compares {c.base.ref} ({c.base.short}) → "
             f"{c.head.ref} ({c.head.short}), not {refs['base'].ref} → {refs['head'].ref}",
-            f"pass its refs: `perfctl compare {c.base.sha[:10]} {c.head.sha[:10]} "
-            f"--from-store --comparison {c.id}`",
+            f"pass its refs: `{shell_command('perfctl', 'compare', c.base.sha[:10], c.head.sha[:10], '--from-store', '--comparison', c.id)}`",
         )
     if not c.measured and not c.recomputed_from:
         raise UsageError(
@@ -203,7 +203,7 @@ def _latest_run(store: SqliteStore, ref: RefInfo) -> Run:
             return run
     raise StoreError(
         f"no stored run of {ref.ref} ({ref.short})",
-        f"measure it with `perfctl compare {shlex.quote(ref.ref)} ...` first",
+        f"measure it with `{shell_command('perfctl', 'compare', ref.ref)} ...` first",
     )
 
 
@@ -281,8 +281,9 @@ def _no_comparison(store: SqliteStore, refs: dict[str, RefInfo], mix_runs: bool)
         return UsageError(
             f"base and head are the same commit ({b.ref} = {h.ref} = {b.short}) and no "
             "comparison of it with itself is stored: a run compared with itself proves nothing",
-            "to see this commit's noise, measure it against itself: `perfctl compare "
-            f"{_q(b)} {_q(h)}` (an A/A comparison); otherwise give two different commits",
+            "to see this commit's noise, measure it against itself: "
+            f"`{shell_command('perfctl', 'compare', b.ref, h.ref)}` (an A/A comparison); "
+            "otherwise give two different commits",
         )
     found = [c for c in store.comparisons_of(b.sha, h.sha) if c.measured]
     listed = "; ".join(
@@ -292,11 +293,6 @@ def _no_comparison(store: SqliteStore, refs: dict[str, RefInfo], mix_runs: bool)
     exist = f"comparisons with these commits: {listed}{more}. " if found else ""
     return UsageError(
         f"no stored comparison measured {b.ref} ({b.short}) against {h.ref} ({h.short})",
-        f"{exist}Measure them together with `perfctl compare {_q(b)} {_q(h)}`"
+        f"{exist}Measure them together with `{shell_command('perfctl', 'compare', b.ref, h.ref)}`"
         + ("" if mix_runs else ", or pass --mix-runs to pair runs measured apart (warned)"),
     )
-
-
-def _q(ref: RefInfo) -> str:
-    """A ref as typed into a shell: quoted, so a pasted hint runs nothing else."""
-    return shlex.quote(ref.ref)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfctl.errors import StoreError, UsageError
+from perfctl.files import check_output_file, ensure_output_dir
 from perfctl.profile import links
 from perfctl.render.html import PlotlyJs
 from perfctl.render.html_report import render_comparison, render_history
@@ -29,6 +30,8 @@ def write_report(
     from perfctl.store.local import open_store
 
     _check_choice(comparison_id, last, history)
+    if out is not None:
+        check_output_file(out, "the report", stdout_ok=True)  # before any work
     if machine is not None and not history:
         raise UsageError("--machine goes with --history", "add --history, or drop --machine")
     store = open_store(config.state_dir)
@@ -40,12 +43,14 @@ def write_report(
                 "no stored runs to chart", "run `perfctl run` or `perfctl compare` first"
             )
         target = out or config.reports_dir / "history.html"
+        ensure_output_dir(config.reports_dir, target.parent)
         return render_history(
             runs, out=target, template_dir=template_dir, plotly_js=js, machine_id=machine
         )
     c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
     c = links.link_profiles(config.reports_dir, c)  # `perfctl profile --vs` of these commits
     target = out or config.reports_dir / f"comparison-{c.id}.html"
+    ensure_output_dir(config.reports_dir, target.parent)
     return render_comparison(
         c, project_root=config.root, out=target, template_dir=template_dir, plotly_js=js
     )

@@ -91,6 +91,7 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
         params=info.params,
         metrics=outcome.metrics or {},
         loops=outcome.loops,
+        clock=info.clock,
     )
 
 
@@ -103,7 +104,9 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
     files = discovery.regime_files(config, options.regimes)
     env = {**target.env, **subjects_env(config, options.subjects)}
     infos = discovery.select(
-        discovery.probe(target.python, files, cwd=target.cwd, env=env),
+        discovery.probe(
+            target.python, files, cwd=target.cwd, env=env, inherit=config.inherit_environ
+        ),
         options.globs,
         options.family,
     )

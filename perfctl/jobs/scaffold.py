@@ -26,6 +26,7 @@ from pathlib import Path
 
 from perfctl import __version__
 from perfctl.errors import ConfigError, UsageError
+from perfctl.files import check_output_file
 
 REGIMES_PATH = "benchmarks/regimes.py"
 WORKFLOWS = {
@@ -175,5 +176,8 @@ def init_project(
 ) -> list[Step]:
     """Scaffold perfctl into ``root``; returns what was done, file by file."""
     steps = plan_init(root, ci, force, install)
+    for step in steps:  # a planted symlink must not redirect a write (checked before any)
+        if step.action not in ("kept", "unchanged"):
+            check_output_file(step.path, f"`perfctl init`'s {step.path.name}")
     apply(steps)
     return steps

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perfctl.measure import runner
+from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
@@ -54,7 +55,9 @@ def _version(python: Path) -> str:
     import subprocess
 
     cmd = [str(python), "-c", "import sys; print(sys.version)"]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    # The environment's .pth files run at start-up: user code, so no secrets.
+    env = scrubbed_env()
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stdout.strip()
 
 
 def _spec(

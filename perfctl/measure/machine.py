@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 from perfctl.model import Machine
@@ -42,13 +44,38 @@ def governor() -> str:
     return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unknown"
 
 
+def gpus() -> tuple[str, ...]:
+    """One line per NVIDIA device: name, driver and memory (empty without nvidia-smi)."""
+    query = "name,driver_version,memory.total"
+    lines = _nvidia_smi(f"--query-gpu={query}", "--format=csv,noheader,nounits")
+    out = []
+    for line in lines:
+        name, driver, mib = (part.strip() for part in (line.split(",") + ["", ""])[:3])
+        out.append(f"{name}, driver {driver}, {mib} MiB")
+    return tuple(out)
+
+
+def _nvidia_smi(*args: str) -> list[str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        done = subprocess.run([exe, *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [ln for ln in done.stdout.splitlines() if ln.strip()] if done.returncode == 0 else []
+
+
 def fingerprint() -> Machine:
     """The current machine; ``id`` hashes the fields that affect timings."""
     model, cores, mem = cpu_model(), os.cpu_count() or 0, memory_bytes()
     kernel, gov = platform.release(), governor()
     python = platform.python_version()
+    devices = gpus()
     # The hostname is kept for display but not hashed: CI runners rename hosts.
+    # GPUs join the key only where there are any, so CPU-only ids stay as they were.
     key = f"{model}|{cores}|{mem // 2**30}|{kernel}|{gov}|{python}"
+    key += "".join(f"|{g}" for g in devices)
     return Machine(
         id=hashlib.sha256(key.encode()).hexdigest()[:12],
         cpu_model=model,
@@ -58,6 +85,7 @@ def fingerprint() -> Machine:
         governor=gov,
         python=python,
         hostname=socket.gethostname(),
+        gpus=devices,
     )
 
 

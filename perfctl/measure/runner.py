@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
+from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
 from perfctl.model import FAILED, OK, RegimeInfo
 from perfctl.regimes.discovery import join_files
@@ -121,31 +122,9 @@ def spawn(
             raise
 
 
-# What pyperf copies into its workers by default; everything else must be asked
-# for with `inherit_environ`, so a stray variable never changes a measurement.
-COPY_ENV = (
-    "PATH",
-    "HOME",
-    "TEMP",
-    "TMPDIR",
-    "COMSPEC",
-    "SystemRoot",
-    "SystemDrive",
-    "PYTHONPATH",
-    "PYTHON_CPU_COUNT",
-    "PYTHON_GIL",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-)
-
-
 def worker_env(worker: Worker) -> dict[str, str]:
     """A scrubbed environment for worker processes, as pyperf gives its own."""
-    names = (*COPY_ENV, *worker.inherit)
-    env = {k: os.environ[k] for k in names if k in os.environ}
-    # Nothing a worker imports from the user's checkout may leave __pycache__ there.
-    return {**env, "PYTHONDONTWRITEBYTECODE": "1", **worker.env}
+    return scrubbed_env(worker.inherit, worker.env)
 
 
 def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[str]:

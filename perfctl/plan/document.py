@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfctl.errors import PlanError
+from perfctl.files import check_output_file
 from perfctl.model import Comparison, SideStats
 from perfctl.plan.spec import CheckState, change_text
+from perfctl.render.escape import escape_plain, md_escape, md_name, shell_command
 
 if TYPE_CHECKING:
     from perfctl.plan.spec import Check, PlanSpec
@@ -207,7 +209,7 @@ def read_doc(path: Path, label: str) -> PlanDoc:
     except OSError as exc:
         raise PlanError(
             f"cannot read {label}: {exc.strerror}",
-            "create it with `perfctl plan init " + label + "`",
+            f"create it with `{shell_command('perfctl', 'plan', 'init', label)}`",
         ) from exc
     return parse_doc(data.decode(*ENCODING), label)
 
@@ -241,7 +243,7 @@ def check_names(doc: PlanDoc, phase_ids: Sequence[str]) -> None:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace the file in one step (temp file in the same directory + os.replace)."""
-    target = path.resolve()
+    target = check_output_file(path, "the plan").resolve()
     try:
         mode = stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:
@@ -269,28 +271,23 @@ def _us(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds * 1e6:.3f}"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _regime(name: str) -> str:
-    return f"`{_cell(name)}`"
-
-
+# Names, refs and anything read from a stored comparison are user text: each goes
+# through render/escape.py (md_name, md_escape), so no name adds HTML, a link or a marker.
 def _measured(c: Comparison) -> str:
-    return f"measured {c.created[:10]} on {c.machine.describe()}"
+    return f"measured {md_escape(c.created[:10])} on {md_escape(c.machine.describe())}"
 
 
 def _source(command: str) -> list[str]:
-    return ["Source run:", "", "```bash", command, "```", ""]
+    # One line, whatever the `source` template holds: a fence cannot be closed from inside.
+    return ["Source run:", "", "```bash", escape_plain(command, 1000), "```", ""]
 
 
 def tracker_lines(states: Sequence[PhaseState]) -> list[str]:
     """The Phase Tracker table."""
     out = ["| Phase | Name | Status | Primary Regimes Impacted |", "| --- | --- | --- | --- |"]
     for s in states:
-        regimes = ", ".join(_regime(r) for r in s.phase.primary()) or "—"
-        out.append(f"| {s.phase.id} | {_cell(s.phase.name)} | {s.status} | {regimes} |")
+        regimes = ", ".join(md_name(r) for r in s.phase.primary()) or "—"
+        out.append(f"| {s.phase.id} | {md_escape(s.phase.name)} | {s.status} | {regimes} |")
     return out
 
 
@@ -313,7 +310,8 @@ def baseline_lines(spec: PlanSpec, state: PhaseState | None) -> list[str]:
     c = state.comparison
     out = [
         *_source(spec.command(state.phase)),
-        f"Median us/op at `{state.phase.before}` ({c.base.short}), {_measured(c)}:",
+        f"Median us/op at {md_name(state.phase.before)} ({md_escape(c.base.short)}), "
+        f"{_measured(c)}:",
         "",
         *_provenance(c),
         "| Regime | Direct (us/op) | System (us/op) | Slowdown |",
@@ -326,8 +324,8 @@ def baseline_lines(spec: PlanSpec, state: PhaseState | None) -> list[str]:
         side = rc.base
         direct = _direct(c, rc.baseline, side) if side is not None else None
         ratio = f"{side.baseline_ratio:.2f}x" if side and side.baseline_ratio else "—"
-        system = _us(side.median_s) if side else rc.verdict or "—"
-        out.append(f"| {_regime(rc.name)} | {_us(direct)} | {system} | {ratio} |")
+        system = _us(side.median_s) if side else md_escape(rc.verdict or "—")
+        out.append(f"| {md_name(rc.name)} | {_us(direct)} | {system} | {ratio} |")
     return out
 
 
@@ -337,8 +335,8 @@ def _row(r: Row) -> str:
     head = rc.head.median_s if rc and rc.head else None
     change = change_text(rc.change) if rc and rc.change is not None else "—"
     target = "; ".join(c.cell() for c in r.checks) or "—"
-    verdict = (rc.verdict or "—") if rc else "not measured"
-    return f"| {_regime(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
+    verdict = md_escape(rc.verdict or "—") if rc else "not measured"
+    return f"| {md_name(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
 
 
 def result_table(state: PhaseState) -> list[str]:
@@ -378,8 +376,8 @@ def phase_lines(spec: PlanSpec, state: PhaseState) -> list[str]:
         p = state.phase
         head = [
             *_source(spec.command(p)),
-            f"Median us/op, `{p.before}` ({c.base.short}) → "
-            f"`{p.after}` ({c.head.short}), {_measured(c)}:",
+            f"Median us/op, {md_name(p.before)} ({md_escape(c.base.short)}) → "
+            f"{md_name(p.after)} ({md_escape(c.head.short)}), {_measured(c)}:",
             "",
             *_provenance(c),
         ]
@@ -435,7 +433,7 @@ def metrics_lines(states: Sequence[PhaseState], baseline: PhaseState | None) -> 
             checks = [c for r in s.rows if r.name == name for c in r.checks if not c.guard]
             cells.append("; ".join(c.cell() for c in checks) or "—")
         out.append(
-            f"| {_regime(name)} | {_us(base)} | {_us(current)} | " + " | ".join(cells) + " |"
+            f"| {md_name(name)} | {_us(base)} | {_us(current)} | " + " | ".join(cells) + " |"
         )
     return out
 
@@ -461,7 +459,7 @@ def _old_log(block: Block | None) -> tuple[dict[str, str], list[str]]:
 
 def _summary(state: PhaseState) -> str:
     parts = [
-        f"{r.name} {r.rc.change * 100:+.1f}%"
+        f"{md_name(r.name)} {r.rc.change * 100:+.1f}%"
         for r in state.rows
         if r.primary and r.rc is not None and r.rc.change is not None
     ]
@@ -479,7 +477,8 @@ def log_lines(block: Block | None, states: Sequence[PhaseState]) -> list[str]:
         if digests.get(s.phase.id) != new:
             verb = "changed" if s.phase.id in digests else "recorded"
             entries.append(
-                f"- {s.comparison.created[:10]}: phase {s.phase.id} results {verb} ({_summary(s)})"
+                f"- {md_escape(s.comparison.created[:10])}: phase {s.phase.id} results {verb} "
+                f"({_summary(s)})"
             )
             digests[s.phase.id] = new
     hidden = "".join(f" {k}={v}" for k, v in digests.items())

@@ -39,6 +39,7 @@ from typing import Any
 from perfctl.config import Config
 from perfctl.errors import PlanError
 from perfctl.model import FAILED, INCONCLUSIVE, NO_CHANGE, REGRESSED, SKIPPED, RegimeComparison
+from perfctl.render.escape import shell_word
 
 PLAN_KEYS = ("phases", "baseline_phase", "source")
 PHASE_KEYS = tuple("id name before after regimes targets guards status comparison".split())
@@ -230,8 +231,9 @@ class PlanSpec:
         return next((p for p in self.phases if p.id == pid), None)
 
     def command(self, phase: Phase) -> str:
-        """The source command shown for a phase."""
-        return self.source.replace("{before}", phase.before).replace("{after}", phase.after)
+        """The source command shown for a phase; the refs are shell-quoted."""
+        before, after = shell_word(phase.before), shell_word(phase.after)
+        return self.source.replace("{before}", before).replace("{after}", after)
 
 
 # --- loading ---------------------------------------------------------------------

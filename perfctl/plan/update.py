@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from perfctl.config import Config
 from perfctl.errors import PerfctlError, PlanError
+from perfctl.files import check_output_file
 from perfctl.model import Comparison, RefInfo, RegimeComparison
 from perfctl.plan import document as plandoc
 from perfctl.plan.document import PlanDoc
@@ -28,6 +29,7 @@ from perfctl.plan.spec import (
     load_spec,
     parse_target,
 )
+from perfctl.render.escape import md_escape, md_name, shell_command, shell_word
 from perfctl.store.local import Store, open_store
 
 if TYPE_CHECKING:
@@ -143,12 +145,13 @@ class UpdateResult:
 
 def init_plan(config: Config, path: Path, *, force: bool = False) -> Path:
     """Write a new plan skeleton: prose placeholders around every generated block."""
+    check_output_file(path, "the plan")
     spec = load_spec(config)
     if path.exists() and not force:
         raise PlanError(
             f"{path} already exists",
-            "pass --force to overwrite it, or run `perfctl plan update "
-            f"{path}` to refresh its generated blocks",
+            "pass --force to overwrite it, or run "
+            f"`{shell_command('perfctl', 'plan', 'update', path)}` to refresh its generated blocks",
         )
     if not path.parent.is_dir():
         raise PlanError(f"{path.parent} is not a directory", "create it first")
@@ -164,7 +167,11 @@ def _skeleton(config: Config, spec: PlanSpec, label: str) -> str:
     source = files("perfctl.render.templates").joinpath("plan.md.j2").read_text(encoding="utf-8")
     # No autoescaping: this renders markdown, not HTML.
     env = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(source).render(project=config.root.name, phases=spec.phases, label=label)
+    env.filters["md"] = md_escape  # phase and project names: one inert markdown line
+    # `label` only appears in suggested commands: quoted for the shell.
+    return env.from_string(source).render(
+        project=config.root.name, phases=spec.phases, label=shell_word(label)
+    )
 
 
 def update_plan(
@@ -177,6 +184,12 @@ def update_plan(
     progress: Progress | None = None,
 ) -> UpdateResult:
     """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
+    check_output_file(path, "the plan")  # it is rewritten in place: never through a link
+    if settings is not None and settings.regimes:
+        from perfctl.regimes.discovery import regime_files
+
+        # A wrong --regimes fails even when no phase needs measuring.
+        regime_files(config, settings.regimes)
     spec = load_spec(config)
     doc = plandoc.read_doc(path, str(path))
     plandoc.check_names(doc, [p.id for p in spec.phases])
@@ -220,7 +233,7 @@ def _resolve(config: Config, doc: PlanDoc, phase: Phase) -> tuple[RefInfo | None
     out = []
     for ref in (phase.before, phase.after):
         try:
-            out.append(resolve_ref(config.root, ref))
+            out.append(resolve_ref(config.root, ref, outputs=config.outputs))
         except GitError as exc:
             raise PlanError(
                 f"{doc.label}:{_doc_line(doc, phase)}: phase {phase.id}: ref `{ref}` "
@@ -335,7 +348,7 @@ def _state(
         note = "the phase has not started"
     elif comparison is None:
         note = (
-            f"no stored comparison of `{phase.before}` and `{phase.after}`; "
+            f"no stored comparison of {md_name(phase.before)} and {md_name(phase.after)}; "
             "run `perfctl plan update` without --no-measure"
         )
     return PhaseState(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from perfctl.model import Comparison, RefInfo
 from perfctl.profile.records import DiffSummary, load_diff, load_summary, slug
+from perfctl.render.escape import shell_command
 
 # summary.json "files" keys -> RegimeComparison.artifacts suffixes (as compare --profile names them)
 _SIDE_KEYS = {
@@ -29,7 +30,8 @@ _SIDE_KEYS = {
 
 def profile_command(regime: str, c: Comparison) -> str:
     """The `perfctl profile` command whose diff this comparison's report links."""
-    return f"perfctl profile {regime} --ref {_ref_arg(c.head)} --vs {_ref_arg(c.base)}"
+    args = ("profile", regime, "--ref", _ref_arg(c.head), "--vs", _ref_arg(c.base))
+    return shell_command("perfctl", *args)
 
 
 def _ref_arg(ref: RefInfo) -> str:

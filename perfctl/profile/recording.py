@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from perfctl.config import Config
 from perfctl.errors import ProfileFailed, ProfilerUnavailable
+from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RefInfo, RegimeInfo
 from perfctl.profile import hotspots, pyspy, stacks
@@ -87,8 +88,8 @@ def _last_line(traceback: str) -> str:
 
 
 def worker_env(config: Config, target: Target) -> dict[str, str]:
-    """perfctl's environment, the target's additions, and the configured subjects."""
-    env = {**os.environ, **target.env}
+    """The workers' scrubbed environment, the target's additions, the configured subjects."""
+    env = scrubbed_env(config.inherit_environ, target.env)
     if config.subjects and "PERFCTL_SUBJECTS" not in target.env:
         env["PERFCTL_SUBJECTS"] = json.dumps(config.subjects)
     return env

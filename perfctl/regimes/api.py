@@ -15,6 +15,7 @@ import importlib
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,23 @@ from typing import Any
 REGISTRY: list[RegimeDef] = []
 
 SUBJECTS_ENV = "PERFCTL_SUBJECTS"
+CLOCKS = ("wall", "device")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What a regime that times itself hands back (``clock="device"``).
+
+    ``time_loops(loops)`` runs ``run`` ``loops`` times and returns the seconds
+    the device spent on them, measured by the subject (CUDA events recorded
+    around the calls, synchronised before reading), the way pyperf's
+    ``bench_time_func`` expects. Set-up a call needs but that must not be timed
+    (an L2 flush) happens inside ``time_loops``, outside the events.
+    """
+
+    run: Callable[[], Any]
+    time_loops: Callable[[int], float]
+    metrics: Callable[[], dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,7 @@ class RegimeDef:
     description: str
     source: str = ""
     metrics: tuple[str, ...] = field(default=())
+    clock: str = "wall"
 
     def expand(self) -> list[tuple[str, dict[str, Any]]]:
         """Cartesian product of params as (full name, kwargs) pairs."""
@@ -69,6 +88,37 @@ def full_name(name: str, kwargs: Mapping[str, Any]) -> str:
     return f"{name}[{inner}]"
 
 
+# C0/C1 controls (newline, ESC, BEL...), DEL, bidi controls, line/paragraph
+# separators: a name holding one could rewrite a terminal line or add a line
+# (a marker) to a plan; names are checked where they are defined.
+_UNSAFE_NAME = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+NAME_MAX = 200
+
+
+def check_name(what: str, text: str) -> None:
+    """ValueError unless ``text`` is a usable regime/family name (one printable line)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{what} must be a non-empty string, got {text!r}")
+    if bad := _UNSAFE_NAME.search(text):
+        raise ValueError(
+            f"{what} {text!r} contains the control character U+{ord(bad.group()):04X}; "
+            "names must be one printable line"
+        )
+    if len(text) > NAME_MAX:
+        raise ValueError(f"{what} {text[:40]!r}... is {len(text)} characters (at most {NAME_MAX})")
+
+
+def _check_names(d: RegimeDef) -> None:
+    check_name("regime name", d.name)
+    check_name("family", d.family)
+    if d.baseline is not None:
+        check_name("baseline", d.baseline)
+    for full, _ in d.expand():  # parameter values become part of the name
+        check_name("regime name", full)
+
+
 def regime(
     func: Callable[..., Any] | None = None,
     *,
@@ -81,29 +131,38 @@ def regime(
     timeout: float | None = None,
     tags: Iterable[str] = (),
     metrics: Iterable[str] = (),
+    clock: str = "wall",
 ) -> Any:
-    """Register a benchmark regime; usable bare (``@regime``) or with options."""
+    """Register a benchmark regime; usable bare (``@regime``) or with options.
+
+    ``clock="device"`` says the regime times itself on a device (it hands back a
+    :class:`Timed`, e.g. CUDA events); the worker then records host wall time
+    beside it as the ``host_us`` metric.
+    """
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         if ops < 1:
             raise ValueError(f"regime {f.__name__}: ops must be >= 1, got {ops}")
         doc = (f.__doc__ or "").strip().splitlines()
-        REGISTRY.append(
-            RegimeDef(
-                func=f,
-                name=name or f.__name__,
-                family=family,
-                ops=int(ops),
-                params={k: list(v) for k, v in (params or {}).items()},
-                baseline=baseline,
-                requires=tuple(requires),
-                timeout=timeout,
-                tags=tuple(tags),
-                description=doc[0].strip() if doc else "",
-                source=getattr(f, "__module__", ""),
-                metrics=tuple(metrics),
-            )
+        defn = RegimeDef(
+            func=f,
+            name=name or f.__name__,
+            family=family,
+            ops=int(ops),
+            params={k: list(v) for k, v in (params or {}).items()},
+            baseline=baseline,
+            requires=tuple(requires),
+            timeout=timeout,
+            tags=tuple(tags),
+            description=doc[0].strip() if doc else "",
+            source=getattr(f, "__module__", ""),
+            metrics=tuple(metrics),
+            clock=clock,
         )
+        _check_names(defn)
+        REGISTRY.append(defn)
         return f
 
     return wrap(func) if func is not None else wrap

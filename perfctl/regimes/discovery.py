@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 
 from perfctl.config import Config
 from perfctl.errors import ConfigError, RegimeLoadError, UsageError
+from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
 
@@ -82,15 +83,24 @@ def join_files(files: Sequence[Path]) -> str:
 
 
 def probe(
-    python: Path, files: Sequence[Path], *, cwd: Path, env: dict[str, str] | None = None
+    python: Path,
+    files: Sequence[Path],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    inherit: Sequence[str] = (),
 ) -> list[RegimeInfo]:
-    """Import the files in a worker of ``python`` and return their regimes."""
+    """Import the files in a worker of ``python`` and return their regimes.
+
+    The probe runs user code, so it gets the workers' scrubbed environment:
+    ``env`` and the variables named in ``inherit`` (``inherit_environ``), no more.
+    """
     cmd = [str(python), str(WORKERS / "probe.py"), *map(str, files)]
     try:
         proc = subprocess.run(
             cmd,
             cwd=cwd,
-            env={**os.environ, **(env or {})},
+            env=scrubbed_env(inherit, env),
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT,
@@ -130,6 +140,7 @@ def _info(d: dict[str, object]) -> RegimeInfo:
         tags=tuple(d["tags"]),  # type: ignore[arg-type]
         timeout=d["timeout"] if isinstance(d["timeout"], (int, float)) else None,
         skip_reason=d["skip_reason"] if isinstance(d["skip_reason"], str) else None,
+        clock=str(d.get("clock") or "wall"),
     )
 
 

@@ -100,9 +100,12 @@ class Instance:
 
     run: Callable[[], Any]
     metrics: Callable[[], dict[str, float]] | None = None
+    time_loops: Callable[[int], float] | None = None  # the regime's own clock (api.Timed)
 
 
 def _split(handed: Any) -> Instance:
+    if isinstance(handed, api.Timed):
+        return Instance(handed.run, handed.metrics, handed.time_loops)
     if isinstance(handed, tuple) and len(handed) == 2 and callable(handed[0]):
         return Instance(handed[0], handed[1])
     if not callable(handed):

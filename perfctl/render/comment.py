@@ -39,7 +39,7 @@ from perfctl.model import (
     RegimeComparison,
 )
 from perfctl.render.escape import escape_plain, md_escape
-from perfctl.render.tables import change_cell, side_cell
+from perfctl.render.tables import change_cell, correction_name, side_cell
 
 GITHUB_LIMIT = 65_536
 # Headroom under GitHub's limit: their count and ours may differ on edge cases.
@@ -191,7 +191,7 @@ def stats_note(c: Comparison) -> str:
     """How the verdicts were decided, in one small line."""
     return (
         f"<sub>Each worker process is one sample; base and head processes interleave. "
-        f"Changed means p &lt; {c.alpha:g} after {md_escape(c.correction, 60)} "
+        f"Changed means p &lt; {c.alpha:g} after {md_escape(correction_name(c.correction), 60)} "
         f"correction across {_plural(len(c.regimes), 'regime')} and a confidence interval of the "
         f"change wholly outside ±{c.threshold * 100:g}%. "
         f"Comparison {md_escape(c.id, 80)} · perfctl {__version__}.</sub>"

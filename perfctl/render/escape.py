@@ -11,7 +11,8 @@ Every renderer passes such text through one of these functions:
   table breaks, links, code spans or mentions;
 * :func:`md_name` for a regime name or ref in the plan: a code span when that
   is safe, escaped text otherwise;
-* :func:`shell_command` for a command perfctl suggests: every word quoted.
+* :func:`shell_command` for a command perfctl suggests: every word quoted
+  (:func:`shell_word` for one word put into a command template).
 
 This module imports nothing heavy: the CLI uses it at start-up.
 """
@@ -76,4 +77,9 @@ def shell_command(*words: object) -> str:
     Control characters become spaces first, so the command stays on one line
     (a fenced code block cannot be closed from inside it).
     """
-    return " ".join(shlex.quote(strip_unsafe(w)) for w in words)
+    return " ".join(shell_word(w) for w in words)
+
+
+def shell_word(word: object) -> str:
+    """One word of a suggested command, quoted for a POSIX shell, on one line."""
+    return shlex.quote(strip_unsafe(word))

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from perfctl.errors import UsageError
-from perfctl.files import atomic_write_text
+from perfctl.files import STDOUT, write_output
 from perfctl.render import charts
 
 PlotlyJs = Literal["inline", "cdn"]
@@ -76,9 +77,11 @@ def render_page(
             f"cannot render {name}: {exc}",
             f"check {where}; the README (perfctl report, Templates) lists the template fields",
         ) from exc
-    atomic_write_text(out, text)
-    out.chmod(0o644)  # mkstemp made it 0600; a report is meant to be shared
-    return out
+    if out == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return out
+    return write_output(out, text, "the report")  # 0644: a report is meant to be shared
 
 
 def _environment(template_dir: Path | None) -> Any:

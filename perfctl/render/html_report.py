@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from perfctl.model import VERDICTS, Comparison, RegimeComparison, Run
 from perfctl.profile import links
-from perfctl.render import charts
+from perfctl.render import charts, notes
 from perfctl.render.charts import MovedNode, format_change, format_per_op
 from perfctl.render.history import history_context
 from perfctl.render.html import IdMaker, PlotlyJs, add_chart, render_page, slug, sortable
@@ -99,6 +99,7 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         "settings": _settings(c),
         "counts": [{"verdict": v, "slug": slug(v), "n": n} for v, n in c.counts().items()],
         "warnings": list(c.warnings),
+        "notes": notes.comparison_notes(c),
         "rows": [_row(r, ids) for r in c.sorted_regimes()],
         "bars": bars,
         "distributions": dists,

@@ -180,6 +180,20 @@ def side_cell(r: RegimeComparison, side: str) -> str:
     return fmt_time(stats.median_s)
 
 
+CORRECTION_NAMES = {"benjamini-hochberg": "Benjamini–Hochberg"}
+
+
+def correction_name(correction: str) -> str:
+    """How a stored correction id (``benjamini-hochberg``) reads in prose."""
+    return CORRECTION_NAMES.get(correction, correction)
+
+
+def verdict_text(r: RegimeComparison) -> str:
+    """The verdict, with its reason for inconclusive, failed and skipped rows."""
+    shown = r.reason and r.verdict in (INCONCLUSIVE, FAILED, SKIPPED)
+    return r.verdict + (f" ({r.reason})" if shown else "")
+
+
 def counts_line(c: Comparison) -> str:
     """``2 regressed · 1 improved · ...`` for every verdict that occurs."""
     return " · ".join(f"{n} {v}" for v, n in c.counts().items() if n)
@@ -209,16 +223,13 @@ def format_compare_table(c: Comparison) -> Any:
         ratio = ""
         if r.base and r.head and (r.base.baseline_ratio or r.head.baseline_ratio):
             ratio = f"{fmt_ratio(r.base.baseline_ratio)} / {fmt_ratio(r.head.baseline_ratio)}"
-        verdict = r.verdict + (
-            f" ({r.reason})" if r.reason and r.verdict in (INCONCLUSIVE, FAILED, SKIPPED) else ""
-        )
         table.add_row(
             esc(r.name),
             esc(side_cell(r, "base")),
             esc(side_cell(r, "head")),
             change_cell(r),
             "—" if r.p_adjusted is None else f"{r.p_adjusted:.2g}",
-            esc(verdict),
+            esc(verdict_text(r)),
             ratio,
             style=VERDICT_STYLE.get(r.verdict),
         )
@@ -281,11 +292,11 @@ def format_compare_markdown(c: Comparison) -> str:
     for r in c.sorted_regimes():
         lines.append(
             f"| {md_escape(r.name)} | {md_escape(side_cell(r, 'base'))} | "
-            f"{md_escape(side_cell(r, 'head'))} | {change_cell(r)} | {md_escape(r.verdict)} |"
+            f"{md_escape(side_cell(r, 'head'))} | {change_cell(r)} | {md_escape(verdict_text(r))} |"
         )
     lines += [
         "",
-        f"_Verdicts: Mann–Whitney U on per-process means, {md_escape(c.correction)} "
+        f"_Verdicts: Mann–Whitney U on per-process means, {md_escape(correction_name(c.correction))} "
         f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
         f"{c.threshold * 100:.0f}%._",
     ]
@@ -301,6 +312,9 @@ def format_compare_markdown(c: Comparison) -> str:
                 f"| {md_escape(m['regime'])} | {md_escape(m['metric'])} | "
                 f"{fmt_metric(m['base'])} | {fmt_metric(m['head'])} | {fmt_pct(m['change'])} |"
             )
+    from perfctl.render.notes import comparison_notes
+
+    lines += [f"\n{md_escape(n)}" for n in comparison_notes(c)]
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
     if c.recomputed_from:

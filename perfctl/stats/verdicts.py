@@ -132,11 +132,16 @@ def decide_all(
             baseline=b.baseline or h.baseline,
             metrics_base=b.metrics,
             metrics_head=h.metrics,
+            clock=h.clock if h.status == OK else b.clock,
             base=_side_stats(results, name, "base", seed),
             head=_side_stats(results, name, "head", seed),
         )
         if b.status != OK or h.status != OK or not b.processes or not h.processes:
             rows[name] = _unmeasured(name, b, h, common)
+            continue
+        if b.clock != h.clock:  # device time against wall time is no change at all
+            why = f"not comparable: base timed on the {b.clock} clock, head on the {h.clock} clock"
+            rows[name] = RegimeComparison(name=name, verdict=FAILED, reason=why, **common)
             continue
         if pairing == "same-process":
             tested[name] = paired.compare_paired(b.processes, h.processes)

@@ -366,13 +366,45 @@ class SqliteStore:
             (self.root / "pending" / f"{key}.json").unlink()
 
     def remove_all(self) -> int:
-        """Delete every stored run and comparison; returns how many were removed."""
-        n = len(self._ids("runs")) + len(self._ids("comparisons"))
+        """Delete the runs and comparisons perfctl stored, nothing else; how many.
+
+        Only what perfctl's records list goes: a run folder whose run.json is a
+        run of that id, a comparison file holding that comparison, pending
+        markers, the index. Anything else in the folders stays, and so do they.
+        """
+        runs = [i for i in self._ids("runs") if self._owned("runs", i)]
+        comps = [i for i in self._ids("comparisons") if self._owned("comparisons", i)]
+        for ident in runs:
+            shutil.rmtree(self._run_dir(ident), ignore_errors=True)
+        for ident in comps:
+            (self.root / "comparisons" / f"{ident}.json").unlink(missing_ok=True)
+        for path in (self.root / "pending").glob("*.json"):
+            if self._pending_ids(path) is not None:
+                path.unlink()
         for kind in ("runs", "comparisons", "pending"):
-            shutil.rmtree(self.root / kind, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                (self.root / kind).rmdir()  # only when nothing else is left in it
         with contextlib.suppress(OSError):
             self._db_path.unlink()
-        return n
+        return len(runs) + len(comps)
+
+    def _owned(self, kind: str, ident: str) -> bool:
+        try:
+            if kind == "runs":
+                return run_from_dict(self._read_json(self._run_dir(ident) / "run.json")).id == ident
+            path = self.root / kind / f"{ident}.json"
+            return comparison_from_dict(self._read_json(path)).id == ident
+        except (StoreError, ValueError, KeyError, TypeError):
+            return False
+
+    @staticmethod
+    def _pending_ids(path: Path) -> dict[str, str] | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        ok = isinstance(data, dict) and all(isinstance(v, str) for v in data.values())
+        return data if ok else None
 
 
 def open_store(state_dir: Path) -> SqliteStore:

@@ -18,7 +18,10 @@ if sys.path and sys.path[0].endswith("workers"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pyperf  # noqa: E402
@@ -33,10 +36,11 @@ def _forward(cmd: list[str], args: argparse.Namespace) -> None:
         cmd.extend(["--perfctl-metrics", args.perfctl_metrics])
 
 
-def _record_metrics(path: str | None, instance: loader.Instance) -> None:
-    if not path or instance.metrics is None:
+def _record_metrics(path: str | None, instance: loader.Instance, extra: dict[str, float]) -> None:
+    if not path or (instance.metrics is None and not extra):
         return
-    values = {k: float(v) for k, v in instance.metrics().items()}
+    values = {k: float(v) for k, v in (instance.metrics() if instance.metrics else {}).items()}
+    values.update(extra)
     # One short line per process, appended: concurrent-safe for O_APPEND writes.
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(values) + "\n")
@@ -57,16 +61,60 @@ def main() -> None:
         runner.bench_time_func(name, lambda loops: 0.0, inner_loops=defn.ops)
         return
     with loader.open_regime(defn, kwargs) as instance:
-        run = instance.run
+        host: list[float] = []  # wall seconds per op, beside a regime's own clock
+        own = _own_clock(instance, defn.ops, host)
+        clocks = [_sm_clock_mhz()] if own else []
+        runner.bench_time_func(name, own or _wall_clock(instance.run), inner_loops=defn.ops)
+        extra = {"host_us": 1e6 * sorted(host)[len(host) // 2]} if host else {}
+        if own:
+            clocks.append(_sm_clock_mhz())
+            extra.update(
+                {k: v for k, v in zip(("sm_mhz_start", "sm_mhz_end"), clocks, strict=True) if v}
+            )
+        _record_metrics(args.perfctl_metrics, instance, extra)
 
-        def time_func(loops: int) -> float:
-            t0 = time.perf_counter()
-            for _ in range(loops):
-                run()
-            return time.perf_counter() - t0
 
-        runner.bench_time_func(name, time_func, inner_loops=defn.ops)
-        _record_metrics(args.perfctl_metrics, instance)
+def _sm_clock_mhz() -> float | None:
+    # The device's SM clock: boost and throttling move device times, so a
+    # regime records it before and after and perfctl warns when it moved.
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    query = ["--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", "0"]
+    try:
+        out = subprocess.run([exe, *query], capture_output=True, text=True, timeout=10)
+        return float(out.stdout.split()[0]) if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def _wall_clock(run: Callable[[], object]) -> Callable[[int], float]:
+    def time_func(loops: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            run()
+        return time.perf_counter() - t0
+
+    return time_func
+
+
+def _own_clock(
+    instance: loader.Instance, ops: int, host: list[float]
+) -> Callable[[int], float] | None:
+    # A regime that times itself (device time from CUDA events): pyperf records
+    # its figure; the host's wall time of the same calls becomes a metric, so a
+    # launch-bound regime shows host >> device.
+    own = instance.time_loops
+    if own is None:
+        return None
+
+    def time_func(loops: int) -> float:
+        t0 = time.perf_counter()
+        seconds = own(loops)
+        host.append((time.perf_counter() - t0) / (loops * ops))
+        return seconds
+
+    return time_func
 
 
 if __name__ == "__main__":

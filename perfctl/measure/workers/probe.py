@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
                     "source": d.source,
                     "tags": list(d.tags),
                     "timeout": d.timeout,
+                    "clock": d.clock,
                     "skip_reason": skip,
                 }
             )

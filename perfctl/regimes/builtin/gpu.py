@@ -1,8 +1,12 @@
 """gpu: host<->device transfers, kernel launch latency and the CPU-vs-GPU crossover (seed 001).
 
 Subject: ``gpu`` -> ``perfctl.regimes.subjects.gpu:open_device`` (CuPy, else PyTorch; see that module
-for the protocol). Every timed call ends with ``sync()``, so a run measures work finished on
-the device, not work queued. ``gpu.launch_sync`` pairs with ``gpu.launch_sync.floor`` (an
+for the protocol). Two clocks: transfers and ``gpu.xor_kernel`` are timed **on the device**
+(``clock="device"``: a CUDA event pair around each call, synchronised once; host wall time of
+the same calls is the ``host_us`` metric, so a launch-bound regime shows host >> device);
+``gpu.launch_sync`` and ``gpu.page_apply`` are timed on the **wall** clock up to ``sync()``,
+because their question is what a caller waits for (launch and synchronisation included), which
+device time leaves out. ``cache="cold"`` flushes L2 before each call, outside the timing. ``gpu.launch_sync`` pairs with ``gpu.launch_sync.floor`` (an
 empty kernel); ``gpu.page_apply[size]`` pairs with ``gpu.page_apply.cpu[size]``, so the
 Slowdown column is seed 001's GPU/CPU ratio and the crossover is the smallest size where it
 drops below 1x. Every regime requires ``gpu`` and is skipped, with the reason, without one.
@@ -13,12 +17,11 @@ from __future__ import annotations
 
 import importlib
 import statistics
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from perfctl import regime, subject
+from perfctl import Timed, regime, subject
 
 Run = Callable[[], object]
 Metrics = Callable[[], dict[str, float]]
@@ -35,6 +38,7 @@ SIZES = {
 }
 TRANSFER_SIZES = ["4K", "1M", "64M"]
 PAGE_SIZES = ["1K", "16K", "256K", "1M", "4M", "16M", "64M"]
+KERNEL_SIZES = ["1M", "16M"]  # within and beyond an H100's 50 MB L2 (two 16 MB buffers)
 LAUNCHES = 100  # launch + sync pairs per run()
 SAMPLES = 10_000
 TRANSFER_METRICS = ("p50_us", "p95_us", "p99_us", "bandwidth_gb_s")
@@ -52,35 +56,47 @@ def _device() -> Any:
     return subject("gpu", default="perfctl.regimes.subjects.gpu:open_device")()
 
 
-def _timed(samples: deque[float], nbytes: int, step: Callable[[], None]) -> tuple[Run, Metrics]:
-    def run() -> None:
-        t0 = time.perf_counter()
-        step()
-        samples.append(time.perf_counter() - t0)
-
+def _percentile_metrics(samples: deque[float], nbytes: int) -> Metrics:
     def metrics() -> dict[str, float]:
         out = percentiles_us(list(samples))
         if "p50_us" in out:
             out["bandwidth_gb_s"] = nbytes / (out["p50_us"] * 1e-6) / 1e9
         return out
 
-    return run, metrics
+    return metrics
 
 
-def _transfer(direction: str, size: str) -> Iterator[tuple[Run, Metrics]]:
+def _on_device(
+    dev: Any, step: Callable[[], None], nbytes: int, cold: bool = False
+) -> Iterator[Any]:
+    """Hand back a device-timed regime: per-call CUDA event times, percentiles of them."""
+
+    samples: deque[float] = deque(maxlen=SAMPLES)
+    before = dev.flush_l2 if cold else None
+
+    def time_loops(loops: int) -> float:
+        times = dev.device_times(step, loops, before)
+        samples.extend(times)
+        return sum(times)
+
+    def run() -> None:  # the same work on the wall clock (profile, same-process pairing)
+        if before is not None:
+            before()
+        step()
+        dev.sync()
+
+    run()  # first-touch, driver set-up and kernel loading stay out of the timing
+    yield Timed(run, time_loops, _percentile_metrics(samples, nbytes))
+
+
+def _transfer(direction: str, size: str) -> Iterator[Any]:
     dev = _device()
     try:
         nbytes = SIZES[size]
         host, on_device = dev.host(nbytes), dev.device(nbytes)
         copy = dev.h2d if direction == "h2d" else dev.d2h
         dst, src = (on_device, host) if direction == "h2d" else (host, on_device)
-
-        def step() -> None:
-            copy(dst, src)
-            dev.sync()
-
-        step()  # first-touch and driver set-up stay out of the timing
-        yield _timed(deque(maxlen=SAMPLES), nbytes, step)
+        yield from _on_device(dev, lambda: copy(dst, src), nbytes)
     finally:
         dev.close()
 
@@ -93,8 +109,9 @@ def _transfer(direction: str, size: str) -> Iterator[tuple[Run, Metrics]]:
     requires=["gpu"],
     metrics=TRANSFER_METRICS,
     tags=("seed-001",),
+    clock="device",
 )
-def h2d(size: str) -> Iterator[tuple[Run, Metrics]]:
+def h2d(size: str) -> Iterator[Any]:
     """Copy a pinned host buffer to the device and synchronise."""
     yield from _transfer("h2d", size)
 
@@ -107,8 +124,9 @@ def h2d(size: str) -> Iterator[tuple[Run, Metrics]]:
     requires=["gpu"],
     metrics=TRANSFER_METRICS,
     tags=("seed-001",),
+    clock="device",
 )
-def d2h(size: str) -> Iterator[tuple[Run, Metrics]]:
+def d2h(size: str) -> Iterator[Any]:
     """Copy a device buffer to pinned host memory and synchronise."""
     yield from _transfer("d2h", size)
 
@@ -189,8 +207,33 @@ def page_apply_cpu(size: str) -> Iterator[Run]:
     nbytes = SIZES[size]
     page, delta = np.zeros(nbytes, dtype=np.uint8), np.ones(nbytes, dtype=np.uint8)
 
+    if nbytes % 8 == 0:  # 64-bit words, as the GPU subject uses
+        page, delta = page.view(np.uint64), delta.view(np.uint64)
+
     def run() -> None:
         np.bitwise_xor(page, delta, out=page)
 
     run()
     yield run
+
+
+@regime(
+    name="gpu.xor_kernel",
+    family="gpu",
+    ops=1,
+    params={"size": KERNEL_SIZES, "cache": ["warm", "cold"]},
+    requires=["gpu"],
+    metrics=TRANSFER_METRICS,
+    tags=("device-time",),
+    clock="device",
+)
+def xor_kernel(size: str, cache: str) -> Iterator[Any]:
+    """XOR one device buffer into another: one elementwise kernel, timed on the device."""
+    dev = _device()
+    try:
+        nbytes = SIZES[size]
+        page, delta = dev.device(nbytes), dev.device(nbytes)
+        # Bandwidth counts what the kernel moves: two reads and one write per byte.
+        yield from _on_device(dev, lambda: dev.xor_(page, delta), 3 * nbytes, cold=cache == "cold")
+    finally:
+        dev.close()

@@ -1,0 +1,120 @@
+"""Command: bisect."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from perfctl.cli.common import ANALYSE, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.cli.measure import LockWaitOpt, RegimesOpt
+
+
+@guarded
+def bisect_cmd(
+    good: Annotated[str, typer.Argument(help="A ref where the regime is fast (older).")],
+    bad: Annotated[str, typer.Argument(help="A ref where it is slow (a descendant of GOOD).")],
+    regime: Annotated[
+        str, typer.Option("--regime", "-r", help="The regime to follow: one name or glob.")
+    ],
+    fast: Annotated[
+        bool, typer.Option("--fast", help="6 rounds × 2 values per comparison.")
+    ] = False,
+    rigorous: Annotated[
+        bool, typer.Option("--rigorous", help="20–80 rounds per comparison.")
+    ] = False,
+    rounds: Annotated[
+        int | None, typer.Option("--rounds", min=1, help="Minimum rounds per comparison.")
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")
+    ] = None,
+    values: Annotated[
+        int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")
+    ] = None,
+    min_time: Annotated[
+        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+    ] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option("--time-budget", min=0, help="Seconds per comparison before it stops."),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02)."),
+    ] = None,
+    alpha: Annotated[
+        float | None, typer.Option("--alpha", min=0, max=1, help="Significance level.")
+    ] = None,
+    attempts: Annotated[
+        int,
+        typer.Option(
+            "--attempts", min=1, help="Comparisons per commit before it counts as unknown."
+        ),
+    ] = 3,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Measure everything anew (ignore what is stored).")
+    ] = False,
+    regimes: RegimesOpt = None,
+    lock_wait: LockWaitOpt = 600.0,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="table, markdown or json (stdout).")
+    ] = Format.table,
+    project: ProjectOpt = None,
+) -> None:
+    """Find the commit between GOOD and BAD that made a regime slower, noise-proof.
+
+    Example: perfctl bisect v1.2.0 main --regime tiny_ping
+    """
+    from rich.console import Console
+
+    from perfctl.config import load_config
+    from perfctl.jobs import bisect, compare
+
+    config = load_config(project)
+    cs = compare.settings_for(
+        config=config,
+        fast=fast,
+        rigorous=rigorous,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        values=values,
+        min_time=min_time,
+        time_budget=time_budget,
+        threshold=threshold,
+        alpha=alpha,
+        regimes=tuple(regimes or ()),
+        lock_wait=lock_wait,
+    )
+    settings = bisect.BisectSettings(compare=cs, attempts=attempts, fresh=fresh)
+    err = Console(stderr=True)
+    with err.status("bisecting") as status:
+        record = bisect.bisect(
+            config, good, bad, regime, settings, progress=lambda m: _progress(err, status, m)
+        )
+    _show(record, fmt)
+
+
+def _progress(err: Any, status: Any, message: str) -> None:
+    """Spinner text; each step's start stays on screen."""
+    from perfctl.render.tables import esc
+
+    status.update(esc(message))
+    if message.startswith(("confirm:", "step:", "verify:", "reusing", "resuming")):
+        err.print(esc(message))
+
+
+def _show(record: Any, fmt: Format) -> None:
+    from perfctl.render import bisect as render
+
+    if fmt == Format.json:
+        emit(render.format_bisect_json(record))
+    elif fmt == Format.markdown:
+        emit(render.format_bisect_markdown(record))
+    else:
+        out_console().print(render.format_bisect_table(record))
+
+
+def register(app: typer.Typer) -> None:
+    """Add bisect."""
+    app.command("bisect", rich_help_panel=ANALYSE)(bisect_cmd)

@@ -1,0 +1,128 @@
+"""A bisection record as terminal text, markdown or JSON (figures read from the record)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from perfctl.model import to_dict
+from perfctl.render.escape import escape_plain, md_escape
+from perfctl.render.tables import esc, fmt_pct
+from perfctl.stats.bisection import Bisection, Outcome, Step, StepKind
+
+# What the rows are: GOOD vs BAD first, each step vs GOOD, the check vs the parent.
+LEGEND = (
+    "ends: BAD vs GOOD; 1, 2, …: each commit vs GOOD (like good / like bad: its CI "
+    "below / above half the slowdown); verify: the culprit vs its parent."
+)
+COLUMNS = ("#", "Commit", "Subject", "Change vs good [95% CI]", "Verdict", "Rounds", "Time")
+
+
+def change_text(step: Step | None) -> str:
+    """``+5.1% [+3.2%, +7.0%]``, or a dash when nothing was measured."""
+    if step is None or step.change is None:
+        return "—"
+    if step.ci_low is None or step.ci_high is None:
+        return fmt_pct(step.change)
+    return f"{fmt_pct(step.change)} [{fmt_pct(step.ci_low)}, {fmt_pct(step.ci_high)}]"
+
+
+def _verdict(step: Step) -> str:
+    """The likeness; why a commit was skipped is listed under the table, in full."""
+    if step.kind == StepKind.CONFIRM:
+        return str(step.verdict or step.likeness)
+    if step.kind == StepKind.VERIFY:
+        return "verified" if step.likeness == "like bad" else f"not verified ({step.likeness})"
+    return str(step.likeness)
+
+
+def step_cells(number: str, step: Step) -> tuple[str, ...]:
+    """One table row: number, commit, subject, change, verdict, rounds, seconds."""
+    return (
+        number,
+        step.commit.short,
+        step.commit.subject,
+        change_text(step),
+        _verdict(step),
+        str(step.rounds),
+        f"{step.seconds:.0f} s",
+    )
+
+
+def rows(b: Bisection) -> list[tuple[str, ...]]:
+    """The steps table: confirm first, the search steps numbered, verification last."""
+    out = []
+    n = 0
+    for s in b.steps:
+        if s.kind == StepKind.STEP:
+            n += 1
+        label = {StepKind.CONFIRM: "ends", StepKind.VERIFY: "verify"}.get(s.kind, str(n))
+        out.append(step_cells(label, s))
+    return out
+
+
+def headline(b: Bisection) -> list[str]:
+    """What was found, in plain lines (the culprit or range first)."""
+    confirm = next(iter(b.of_kind(StepKind.CONFIRM)), None)
+    span = f"{b.good.ref} ({b.good.short}) → {b.bad.ref} ({b.bad.short}), {b.commits} commit(s)"
+    total = f"{b.regime}: {change_text(confirm)} from GOOD to BAD"
+    if b.outcome == Outcome.NO_REGRESSION:
+        verdict = confirm.verdict if confirm else "?"
+        return [f"no regression between GOOD and BAD to bisect ({verdict})", total, span]
+    lines = [total, span]
+    if b.outcome == Outcome.CULPRIT and b.culprit is not None:
+        c = b.culprit
+        lines.insert(0, f"culprit: {c.sha} {c.subject} ({c.date})")
+    else:
+        lines.insert(0, f"candidate range: {len(b.candidates)} commit(s), no single culprit")
+        lines += [f"  {c.short} {c.subject} ({c.date})" for c in b.candidates]
+    for v in b.of_kind(StepKind.VERIFY):
+        ok = "verified" if v.likeness == "like bad" else "not verified"
+        lines.append(f"{v.commit.short} vs {v.base.short}: {change_text(v)} ({ok})")
+    if b.note:
+        lines.append(b.note)
+    return lines
+
+
+def _legend(b: Bisection) -> list[str]:
+    return [] if b.outcome == Outcome.NO_REGRESSION else [LEGEND]
+
+
+def skipped_lines(b: Bisection) -> list[str]:
+    """One line per commit stepped over, with the reason."""
+    return [
+        f"{s.likeness}: {s.commit.short} {s.commit.subject}: {s.reason or 'no clear answer'}"
+        for s in b.steps
+        if s.kind == StepKind.STEP and s.likeness in ("skipped", "unknown")
+    ]
+
+
+def format_bisect_table(b: Bisection) -> Any:
+    """A rich renderable: the headline, the steps table, skipped commits, total time."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=esc(f"bisect {b.regime}: steps"), title_justify="left")
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col in ("Rounds", "Time") else "left")
+    for cells in rows(b):
+        table.add_row(*(esc(c) for c in cells))
+    tail = [*_legend(b), *skipped_lines(b), f"total time: {b.seconds:.0f} s"]
+    lines = [Text(escape_plain(x, limit=400)) for x in headline(b)]
+    return Group(*lines, table, *(Text(escape_plain(x, limit=400)) for x in tail))
+
+
+def format_bisect_markdown(b: Bisection) -> str:
+    """The headline as a paragraph, then the steps as a markdown table."""
+    lines = [md_escape(x, limit=400) + "  " for x in headline(b)]
+    lines += ["", "| " + " | ".join(COLUMNS) + " |", "| " + " | ".join(["---"] * 7) + " |"]
+    lines += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in rows(b)]
+    lines += ["", *(md_escape(x, limit=400) + "  " for x in [*_legend(b), *skipped_lines(b)])]
+    lines.append(f"_Total time: {b.seconds:.0f} s._")
+    return "\n".join(lines) + "\n"
+
+
+def format_bisect_json(b: Bisection) -> str:
+    """The stored record plus its total time (stdout only)."""
+    return json.dumps({**to_dict(b), "seconds": round(b.seconds, 2)}, indent=2)

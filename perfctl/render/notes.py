@@ -1,0 +1,94 @@
+"""Notes under a run or comparison table: computed crossovers and which clock timed what.
+
+Every figure comes from the stored record: a comparison's head-side summaries
+(what ``stats`` computed), or a run's summaries via :func:`perfctl.render.tables.result_stats`'s
+source, :func:`perfctl.stats.decision.summarize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from perfctl.model import OK, Comparison, Run
+from perfctl.stats.crossover import Crossover, Point, crossovers
+
+
+def comparison_crossovers(c: Comparison) -> list[Crossover]:
+    """Crossovers of the head side (the code as it is after the change)."""
+    heads = {r.name: r.head for r in c.regimes if r.head is not None}
+    points = []
+    for r in c.regimes:
+        base = heads.get(r.baseline or "")
+        if r.head is None or base is None:
+            continue
+        h = r.head
+        points.append(
+            Point(r.name, r.baseline or "", h.median_s, h.ci_low_s, h.ci_high_s,
+                  base.median_s, base.ci_low_s, base.ci_high_s)
+        )  # fmt: skip
+    return crossovers(points)
+
+
+def run_crossovers(run: Run) -> list[Crossover]:
+    """Crossovers of one run's regimes against their baselines."""
+    from perfctl.stats.decision import summarize
+
+    stats = {
+        r.name: summarize(r.processes) for r in run.results if r.status == OK and any(r.processes)
+    }
+    points = []
+    for r in run.results:
+        s, b = stats.get(r.name), stats.get(r.baseline or "")
+        if s is None or b is None:
+            continue
+        points.append(
+            Point(r.name, r.baseline or "", s.median_s, s.ci_low_s, s.ci_high_s,
+                  b.median_s, b.ci_low_s, b.ci_high_s)
+        )  # fmt: skip
+    return crossovers(points)
+
+
+def clock_note(names: Iterable[tuple[str, str]]) -> str | None:
+    """Which regimes were timed on the device rather than the wall clock, if any."""
+    device = sorted(n for n, clock in names if clock == "device")
+    if not device:
+        return None
+    shown = ", ".join(device[:6]) + (f" and {len(device) - 6} more" if len(device) > 6 else "")
+    return (
+        f"Timed on the device (CUDA events, the work itself): {shown}; "
+        "their host wall time per op is the host_us metric (host ≫ device: launch-bound)."
+    )
+
+
+CLOCK_MOVED = 0.10  # an SM clock change beyond this during a regime is worth a warning
+
+
+def sm_clock_notes(named: Iterable[tuple[str, dict[str, float]]]) -> list[str]:
+    """A warning per regime whose GPU SM clock moved while it was measured."""
+    out = []
+    for name, metrics in named:
+        start, end = metrics.get("sm_mhz_start"), metrics.get("sm_mhz_end")
+        if start and end and abs(end - start) / start > CLOCK_MOVED:
+            out.append(
+                f"Warning: the GPU's SM clock moved {start:.0f} → {end:.0f} MHz while "
+                f"measuring {name} (boost or throttling): its device times may not compare"
+            )
+    return out
+
+
+def comparison_notes(c: Comparison) -> list[str]:
+    """Lines to print under a comparison's table."""
+    lines = [f"Crossover: {x.sentence()}" for x in comparison_crossovers(c)]
+    note = clock_note((r.name, r.clock) for r in c.regimes)
+    sides = [(f"{r.name} ({side})", m) for r in c.regimes
+             for side, m in (("base", r.metrics_base), ("head", r.metrics_head))]  # fmt: skip
+    return lines + ([note] if note else []) + sm_clock_notes(sides)
+
+
+def run_notes(run: Run) -> list[str]:
+    """Lines to print under a run's table."""
+    lines = [f"Crossover: {x.sentence()}" for x in run_crossovers(run)]
+    note = clock_note((r.name, r.clock) for r in run.results)
+    return (
+        lines + ([note] if note else []) + sm_clock_notes((r.name, r.metrics) for r in run.results)
+    )

@@ -1,0 +1,182 @@
+"""What ``perfctl bisect`` decides, and the record it keeps.
+
+A bisection first measures BAD against GOOD: only a ``regressed`` verdict (the
+rule of :mod:`perfctl.stats.decision`) starts a search, and its change ``D`` is
+"the slowdown". Each step then measures a commit against GOOD and asks on which
+side of *halfway* (``sqrt(1 + D) - 1``: half the slowdown on a log scale) the
+confidence interval of its change lies:
+
+* wholly below halfway: **like good**; wholly above: **like bad**;
+* straddling it: **unknown** (more rounds are added; a commit that stays unknown is
+  stepped over like ``git bisect skip``, and the next-nearest commit is tried);
+* the regime failing, or the commit not building: **skipped**.
+
+Halfway, not the noise band, because a commit is only "the culprit" if it carries
+most of the slowdown: a commit that adds a third of it is not like BAD. The same test
+verifies the answer: the culprit's parent against the culprit must be ``regressed``
+*and* like bad (``verified``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from perfctl.model import (
+    FAILED,
+    OK,
+    REGRESSED,
+    SCHEMA_VERSION,
+    SKIPPED,
+    RefInfo,
+    RegimeComparison,
+    RegimeResult,
+    Verdict,
+    check_schema,
+    ref_from_dict,
+)
+
+
+class Likeness(StrEnum):
+    """Which end a measured commit resembles."""
+
+    GOOD = "like good"
+    BAD = "like bad"
+    UNKNOWN = "unknown"
+    SKIPPED = "skipped"
+
+
+class Outcome(StrEnum):
+    """How a bisection ended."""
+
+    CULPRIT = "culprit"  # one commit, verified against its parent
+    RANGE = "range"  # several candidates (skipped commits between, or not verified)
+    NO_REGRESSION = "no regression"  # BAD is not slower than GOOD
+
+
+class StepKind(StrEnum):
+    """What a step measured."""
+
+    CONFIRM = "confirm"  # BAD vs GOOD
+    STEP = "step"  # a commit vs GOOD
+    VERIFY = "verify"  # the culprit (or range end) vs its parent (or range start)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measured pair: ``commit`` against ``base``, pooled over its comparisons."""
+
+    kind: StepKind
+    base: RefInfo
+    commit: RefInfo
+    likeness: Likeness
+    verdict: Verdict | None = None
+    change: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    rounds: int = 0  # worker processes per side, all comparisons pooled
+    seconds: float = 0.0
+    comparisons: tuple[str, ...] = ()  # stored comparison ids
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """A bisection record: saved after every step so that a re-run resumes it."""
+
+    id: str
+    created: str
+    regime: str
+    good: RefInfo
+    bad: RefInfo
+    commits: int  # first-parent commits in GOOD..BAD
+    outcome: Outcome | None = None  # None while running
+    steps: tuple[Step, ...] = ()  # confirm, steps in the order measured, verify
+    culprit: RefInfo | None = None
+    candidates: tuple[RefInfo, ...] = ()  # oldest first; the culprit alone when verified
+    note: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def of_kind(self, kind: StepKind) -> list[Step]:
+        """The steps of one kind, in the order measured."""
+        return [s for s in self.steps if s.kind == kind]
+
+    @property
+    def seconds(self) -> float:
+        """Time spent measuring (and building) over every step, re-runs included."""
+        return math.fsum(s.seconds for s in self.steps)
+
+
+def halfway(total: float) -> float:
+    """Half of a relative slowdown on a log scale: +100% -> +41.4%."""
+    return math.sqrt(1.0 + total) - 1.0
+
+
+def classify(row: RegimeComparison, total: float) -> Likeness:
+    """Like good / like bad / unknown / skipped, for a commit measured against GOOD."""
+    if row.verdict in (FAILED, SKIPPED):
+        return Likeness.SKIPPED
+    if row.ci_low is None or row.ci_high is None:
+        return Likeness.UNKNOWN
+    mid = halfway(total)
+    if row.ci_high < mid:
+        return Likeness.GOOD
+    if row.ci_low > mid:
+        return Likeness.BAD
+    return Likeness.UNKNOWN
+
+
+def verified(row: RegimeComparison, total: float) -> bool:
+    """Whether parent -> culprit is a regression carrying most of the slowdown."""
+    return row.verdict == REGRESSED and classify(row, total) == Likeness.BAD
+
+
+def pooled(rows: Sequence[RegimeComparison], *, threshold: float, alpha: float) -> RegimeComparison:
+    """One regime's verdict over every process of several comparisons of the same pair.
+
+    Each comparison interleaved its own processes, so pooling keeps drift balanced;
+    a failed or skipped row wins (that commit cannot be judged).
+    """
+    from perfctl.stats import verdicts
+
+    for r in rows:
+        if r.verdict in (FAILED, SKIPPED):
+            return r
+    first = rows[0]
+    base = [p for r in rows for p in r.base_values]
+    head = [p for r in rows for p in r.head_values]
+    sides = {
+        side: RegimeResult(name=first.name, family=first.family, status=OK, processes=tuple(vals))
+        for side, vals in (("base", base), ("head", head))
+    }
+    (row,) = verdicts.decide_all({first.name: sides}, threshold=threshold, alpha=alpha)
+    return row
+
+
+def step_from_dict(d: dict[str, Any]) -> Step:
+    """Rebuild a Step."""
+    d = dict(d)
+    d["kind"] = StepKind(d["kind"])
+    d["likeness"] = Likeness(d["likeness"])
+    d["verdict"] = Verdict(d["verdict"]) if d.get("verdict") else None
+    d["base"] = ref_from_dict(d["base"])
+    d["commit"] = ref_from_dict(d["commit"])
+    d["comparisons"] = tuple(d.get("comparisons") or ())
+    return Step(**{k: v for k, v in d.items() if k in Step.__dataclass_fields__})
+
+
+def bisection_from_dict(d: dict[str, Any]) -> Bisection:
+    """Rebuild a Bisection from its JSON form (its schema checked first)."""
+    check_schema(d, "bisection")
+    d = dict(d)
+    d["good"] = ref_from_dict(d["good"])
+    d["bad"] = ref_from_dict(d["bad"])
+    d["outcome"] = Outcome(d["outcome"]) if d.get("outcome") else None
+    d["steps"] = tuple(step_from_dict(s) for s in d.get("steps") or ())
+    d["culprit"] = ref_from_dict(d["culprit"]) if d.get("culprit") else None
+    d["candidates"] = tuple(ref_from_dict(c) for c in d.get("candidates") or ())
+    return Bisection(**{k: v for k, v in d.items() if k in Bisection.__dataclass_fields__})

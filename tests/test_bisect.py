@@ -1,0 +1,408 @@
+"""`perfctl bisect`: the search, its judgement of steps, its record, and end to end."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perfctl.config import load_config
+from perfctl.errors import BuildError, GitError, StoreError, UsageError
+from perfctl.jobs import bisect as job
+from perfctl.jobs.compare import FAST
+from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Status
+from perfctl.stats import verdicts
+from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
+from perfctl.store.bisects import load_bisection
+from tests.conftest import GitRepo, run_cli
+
+G, B, U, S = Likeness.GOOD, Likeness.BAD, Likeness.UNKNOWN, Likeness.SKIPPED
+
+
+def _judge_line(culprit: int, odd: dict[int, Likeness] | None = None):
+    seen: list[int] = []
+
+    def judge(i: int) -> Likeness:
+        seen.append(i)
+        if odd and i in odd:
+            return odd[i]
+        return B if i >= culprit else G
+
+    return judge, seen
+
+
+@pytest.mark.parametrize("n", range(1, 13))
+def test_search_finds_every_culprit_in_log2_steps(n: int) -> None:
+    for culprit in range(1, n + 1):
+        judge, seen = _judge_line(culprit)
+        lo, hi, _ = job.search(n, judge)
+        assert (lo, hi) == (culprit - 1, culprit)
+        assert len(seen) <= max(n - 1, 0).bit_length()
+
+
+def test_search_steps_over_skipped_and_unknown_commits() -> None:
+    judge, seen = _judge_line(6, {3: S, 4: U})
+    lo, hi, judged = job.search(9, judge)
+    assert (lo, hi) == (5, 6)
+    assert seen == [4, 3, 5, 7, 6]  # midpoint 4, then its neighbours
+    assert judged[3] == S and judged[4] == U
+
+
+def test_search_leaves_a_range_when_the_commits_between_are_skipped() -> None:
+    judge, _ = _judge_line(5, {3: S, 4: S})
+    lo, hi, _ = job.search(8, judge)
+    assert (lo, hi) == (2, 5)  # culprit is 3, 4 or 5
+
+
+def test_widen_takes_one_judged_step_out_on_each_side() -> None:
+    judged = {4: G, 2: G, 6: B, 5: B, 3: S}
+    assert job.widen(4, 5, judged, 9) == (2, 6)
+    assert job.widen(0, 1, {1: B}, 9) == (0, 9)
+
+
+def _row(change: float, low: float, high: float, verdict: str = "regressed") -> RegimeComparison:
+    return RegimeComparison(
+        name="w", family="f", verdict=verdict, change=change, ci_low=low, ci_high=high
+    )  # type: ignore[arg-type]
+
+
+def test_classify_against_halfway_on_a_log_scale() -> None:
+    assert halfway(1.0) == pytest.approx(0.41421, abs=1e-4)
+    assert classify(_row(0.01, -0.02, 0.04, "no change"), 1.0) == G
+    assert classify(_row(0.95, 0.80, 1.10), 1.0) == B
+    assert classify(_row(0.40, 0.20, 0.60), 1.0) == U  # straddles halfway: more rounds
+    assert classify(_row(0.0, 0.0, 0.0, "failed"), 1.0) == S
+
+
+# -- the job, driven by a fake compare (logic only; the real one is below) --------------
+
+
+def _processes(mean: float, salt: int) -> tuple[tuple[float, ...], ...]:
+    return tuple((mean * (1 + 0.01 * ((salt + k) % 5 - 2)),) * 2 for k in range(8))
+
+
+class FakeCompare:
+    """compare_refs over a line of commits whose speed the test sets."""
+
+    def __init__(
+        self, shas: list[str], speed: dict[int, float | str], lucky: dict | None = None
+    ) -> None:  # type: ignore[type-arg]
+        self.index = {s: i for i, s in enumerate(shas)}
+        self.speed, self.lucky = speed, lucky or {}
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:  # type: ignore[no-untyped-def]
+        self.calls.append((self.index[base], self.index[head]))
+        sides = {}
+        for side, sha in (("base", base), ("head", head)):
+            v = self.speed.get(self.index[sha], 1.0)
+            if side == "head":  # a noisy measurement of this pair
+                v = self.lucky.get((self.index[base], self.index[head]), v)
+            if v == "build":
+                raise BuildError(f"building the environment of {sha[:10]} failed", "see log")
+            if v == "fail":
+                sides[side] = RegimeResult("work", "toy", Status.FAILED, reason="ImportError")
+            else:
+                procs = _processes(float(v) * 1e-3, len(self.calls) + len(side))
+                sides[side] = RegimeResult("work", "toy", Status.OK, processes=procs)
+        rows = verdicts.decide_all({"work": sides}, threshold=0.02, alpha=0.05)
+        machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
+        ref = RefInfo
+        return Comparison(
+            id=f"c{len(self.calls)}",
+            created="now",
+            base=ref(base[:10], base),
+            head=ref(head[:10], head),
+            machine=machine,
+            regimes=tuple(rows),
+        )
+
+
+@pytest.fixture
+def line(git_repo: GitRepo) -> list[str]:
+    git_repo.write("pyproject.toml", '[project]\nname = "toy"\nversion = "0"\n')
+    shas = [git_repo.commit("c0")]
+    for i in range(1, 10):
+        git_repo.write("notes.txt", f"{i}\n")
+        shas.append(git_repo.commit(f"c{i}"))
+    return shas
+
+
+def _run(git_repo: GitRepo, shas: list[str], speed, monkeypatch, lucky=None, **kw) -> tuple:  # type: ignore[no-untyped-def]
+    fake = FakeCompare(shas, speed, lucky)
+    monkeypatch.setattr(job, "compare_refs", fake)
+    settings = job.BisectSettings(compare=FAST, **kw)
+    record = job.bisect(load_config(git_repo.path), shas[0], shas[-1], "work", settings)
+    return record, fake
+
+
+def test_fake_culprit_with_a_build_failure_and_a_failing_regime(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 3.0 for i in range(6, 10)} | {3: "build", 4: "fail"}
+    record, fake = _run(git_repo, line, speed, monkeypatch)
+    assert record.outcome == Outcome.CULPRIT and record.culprit is not None
+    assert record.culprit.sha == line[6] and record.culprit.subject == "c6"
+    skipped = {s.commit.sha: s.reason for s in record.steps if s.likeness == S}
+    assert set(skipped) == {line[3], line[4]}
+    assert skipped[line[3]].startswith("does not build") and "ImportError" in skipped[line[4]]
+    assert record.of_kind(StepKind.VERIFY)[0].base.sha == line[5]
+    # Saved; a re-run reuses every step and measures nothing.
+    assert load_bisection(git_repo.path / ".perfctl", record.id) == record
+    again, fake2 = _run(git_repo, line, speed, monkeypatch)
+    assert fake2.calls == [] and again.culprit == record.culprit
+
+
+def test_fake_interrupted_bisection_resumes_its_finished_steps(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 3.0 for i in range(6, 10)}
+    fake = FakeCompare(line, speed)
+
+    def ctrl_c_on_the_third(*args, **kw):  # type: ignore[no-untyped-def]
+        if len(fake.calls) == 2:
+            raise KeyboardInterrupt
+        return fake(*args, **kw)
+
+    monkeypatch.setattr(job, "compare_refs", ctrl_c_on_the_third)
+    config = load_config(git_repo.path)
+    with pytest.raises(KeyboardInterrupt):
+        job.bisect(config, line[0], line[-1], "work", job.BisectSettings(compare=FAST))
+    done = fake.calls[:]
+    record, again = _run(git_repo, line, speed, monkeypatch)
+    assert record.culprit is not None and record.culprit.sha == line[6]
+    assert not set(done) & set(again.calls)  # the two finished steps were not re-measured
+    assert len(record.steps) == len(done) + len(again.calls)
+
+
+def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
+
+    speed = {i: 3.0 for i in range(6, 10)}
+    earlier = FakeCompare(line, speed)(None, line[0], line[5], regimes=["work"], settings=FAST)
+    store = open_store(git_repo.path / ".perfctl")
+    store.save_comparison(replace(earlier, id="earlier", machine=fingerprint()))
+    record, fake = _run(git_repo, line, speed, monkeypatch)
+    assert record.culprit is not None and record.culprit.sha == line[6]
+    assert (0, 5) not in fake.calls
+    step = next(s for s in record.steps if s.commit.sha == line[5] and s.kind == StepKind.STEP)
+    assert step.comparisons == ("earlier",) and step.likeness == G
+
+
+def test_fake_no_regression_measures_only_the_ends(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record, fake = _run(git_repo, line, {}, monkeypatch)
+    assert record.outcome == Outcome.NO_REGRESSION and record.culprit is None
+    assert fake.calls == [(0, 9)]
+
+
+def test_fake_partial_slowdowns_give_a_range_not_a_culprit(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three commits each add a step: 3 and 4 sit at halfway and stay unknown.
+    speed = {i: 1.0 + (i >= 3) + (i >= 5) + (i >= 7) for i in range(10)}
+    record, fake = _run(git_repo, line, speed, monkeypatch, attempts=2)
+    assert record.outcome == Outcome.RANGE and record.culprit is None
+    assert [c.sha for c in record.candidates] == line[3:6]
+    unknown = [s for s in record.steps if s.likeness == U]
+    assert {s.commit.sha for s in unknown} == {line[3], line[4]}
+    assert all(len(s.comparisons) == 2 for s in unknown)  # the attempts, then moved on
+
+
+def test_fake_unverified_culprit_widens_to_a_range(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real culprit is 6; one unlucky step makes 4 look slow against GOOD.
+    speed = {i: 2.0 for i in range(6, 10)}
+    record, _ = _run(git_repo, line, speed, monkeypatch, lucky={(0, 4): 2.0})
+    assert record.outcome == Outcome.RANGE and "not verified" in record.note
+    verify = record.of_kind(StepKind.VERIFY)[0]
+    assert (verify.base.sha, verify.commit.sha) == (line[3], line[4])
+    assert line[6] in [c.sha for c in record.candidates]
+
+
+def test_fake_build_failure_of_an_end_is_an_error(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(BuildError):
+        _run(git_repo, line, {9: "build"}, monkeypatch)
+
+
+def test_ends_must_be_in_order(git_repo: GitRepo, line: list[str]) -> None:
+    with pytest.raises(GitError, match="not an ancestor"):
+        job.bisect(load_config(git_repo.path), line[5], line[2], "work")
+
+
+def test_a_damaged_record_is_a_store_error(git_repo: GitRepo, line: list[str]) -> None:
+    from perfctl.store.bisects import bisection_id
+
+    bid = bisection_id(line[0], line[-1], "work")
+    path = git_repo.path / ".perfctl" / "bisects" / f"{bid}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema": 1, "good": 3}')
+    with pytest.raises(StoreError, match="damaged"):
+        job.bisect(load_config(git_repo.path), line[0], line[-1], "work")
+
+
+# -- end to end: a real repository, real builds, real pyperf workers -------------------
+
+PYPROJECT = """\
+[project]
+name = "toy"
+version = "0.1"
+
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[tool.setuptools]
+packages = ["toy"]
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+"""
+
+TOY = """\
+def work(n={n}):
+    return sum(i * i for i in range(n))
+"""
+
+REGIMES = """\
+from perfctl import regime
+import toy
+
+@regime(family="toy", ops=1)
+def work():
+    \"\"\"Call toy.work once.\"\"\"
+    return toy.work
+"""
+
+# Short comparisons: the culprit triples the work, so 6 rounds decide every step.
+QUICK = ["--fast", "--min-time", "0.01", "--attempts", "2"]
+
+
+def make_history(path: Path) -> tuple[GitRepo, list[str]]:
+    """10 commits: docs, a build break, an import break, the culprit (x3) at 6, docs."""
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("toy/__init__.py", TOY.format(n=3000))
+    r.write("bench/regimes.py", REGIMES)
+    r.write(".gitignore", ".perfctl/\n")
+    shas = [r.commit("c0: baseline")]
+    r.write("README.md", "# toy\n")
+    shas.append(r.commit("c1: docs"))
+    r.write("CHANGES.md", "- nothing yet\n")
+    shas.append(r.commit("c2: docs"))
+    r.write("pyproject.toml", PYPROJECT.replace('packages = ["toy"]', "packages = ["))
+    shas.append(r.commit("c3: break the build"))
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("toy/__init__.py", TOY.format(n=3000) + "def broken(:\n")
+    shas.append(r.commit("c4: fix the build, break the import"))
+    r.write("toy/__init__.py", TOY.format(n=3000))
+    shas.append(r.commit("c5: fix the import"))
+    r.write("toy/__init__.py", TOY.format(n=9000))
+    shas.append(r.commit("c6: three times the work"))
+    for i in (7, 8, 9):
+        r.write("README.md", f"# toy\n\nrevision {i}\n")
+        shas.append(r.commit(f"c{i}: docs"))
+    r.tag("good", shas[0])
+    r.tag("bad", shas[-1])
+    return r, shas
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, list[str]]:
+    """The history above, shared by the end-to-end tests."""
+    return make_history(tmp_path_factory.mktemp("bisect") / "proj")
+
+
+@pytest.mark.slow
+def test_bisect_finds_the_culprit_and_names_what_it_skipped(
+    history: tuple[GitRepo, list[str]],
+) -> None:
+    repo, shas = history
+    proc = run_cli(
+        "bisect", "good", "bad", "--regime", "work", *QUICK, "--format", "json", cwd=repo.path
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["outcome"] == "culprit", proc.stdout
+    assert data["culprit"]["sha"] == shas[6]
+    assert data["culprit"]["subject"] == "c6: three times the work"
+    steps = [s for s in data["steps"] if s["kind"] == "step"]
+    skipped = {s["commit"]["sha"]: s["reason"] for s in steps if s["likeness"] == "skipped"}
+    assert set(skipped) == {shas[3], shas[4]}
+    assert skipped[shas[3]].startswith("does not build")
+    assert "SyntaxError" in skipped[shas[4]]
+    verify = [s for s in data["steps"] if s["kind"] == "verify"]
+    assert verify[0]["base"]["sha"] == shas[5] and verify[0]["verdict"] == "regressed"
+    # The re-run resumes: every step is reused, nothing is measured, same answer.
+    again = run_cli("bisect", "good", "bad", "--regime", "work", *QUICK, cwd=repo.path)
+    assert again.returncode == 0, again.stderr
+    assert "reused" in again.stderr and "building" not in again.stderr
+    assert f"culprit: {shas[6]} c6: three times the work" in again.stdout
+    assert "skipped" in again.stdout and "total time:" in again.stdout
+
+
+@pytest.mark.slow
+def test_bisect_without_a_regression_says_so(history: tuple[GitRepo, list[str]]) -> None:
+    repo, shas = history
+    proc = run_cli(
+        "bisect", shas[7], "bad", "-r", "work", *QUICK, "--format", "markdown", cwd=repo.path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "no regression between GOOD and BAD to bisect" in proc.stdout
+    assert "| ends |" in proc.stdout  # the figures of the one comparison made
+
+
+def test_bisect_usage_errors(history: tuple[GitRepo, list[str]]) -> None:
+    repo, _ = history
+    proc = run_cli("bisect", "bad", "good", "--regime", "work", cwd=repo.path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("Error: `bad` is not an ancestor of `good`")
+    assert "Hint:" in proc.stderr and "Traceback" not in proc.stderr
+    missing = run_cli("bisect", "good", "bad", cwd=repo.path)
+    assert missing.returncode == 2 and "--regime" in missing.stderr
+
+
+def test_regime_must_name_one_regime() -> None:
+    machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
+    rows = tuple(_row(0.0, 0.0, 0.0, "no change") for _ in range(2))
+    c = Comparison(
+        id="c",
+        created="now",
+        base=RefInfo("a", "a" * 40),
+        head=RefInfo("b", "b" * 40),
+        machine=machine,
+        regimes=(replace(rows[0], name="work"), replace(rows[1], name="work_big")),
+    )
+    assert job._one_name(c, "work") == "work"  # exact wins over the glob reading
+    assert job._one_name(c, "f.work_big") == "work_big"
+    with pytest.raises(UsageError, match="selects 2 regimes"):
+        job._one_name(c, "work*")
+
+
+def test_markdown_and_json_of_a_record_escape_commit_subjects(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.render import bisect as render
+
+    speed = {i: 3.0 for i in range(6, 10)} | {4: "fail"}
+    record, _ = _run(git_repo, line, speed, monkeypatch)
+    hostile = replace(record.candidates[0], subject="<img src=x> | @owner [x](y)")
+    record = replace(record, culprit=hostile, candidates=(hostile,))
+    md = render.format_bisect_markdown(record)
+    assert "<img" not in md and "&lt;img" in md and "@\u200bowner" in md
+    assert "\\| @" in md and "\\[x\\](y)" in md
+    assert "| verify |" in md and "verified" in md and "_Total time:" in md
+    data = json.loads(render.format_bisect_json(record))
+    assert data["outcome"] == "culprit" and data["culprit"]["subject"].startswith("<img")
+    assert data["seconds"] == pytest.approx(record.seconds, abs=0.01)
