@@ -4,6 +4,8 @@ Known keys (all optional)::
 
     regimes = ["benchmarks/regimes.py"]   # files, dirs, "builtin", "builtin:ipc"
     store = ".perfctl"                    # state dir: store, worktrees, envs
+    store = "postgresql://user@host/db"   # or: a shared PostgreSQL store (state stays
+                                          # in .perfctl); PERFCTL_STORE_URL overrides
     reports = "reports"                   # generated output
     build = "make"                        # custom build command (argv, no shell)
     dependencies = ["numpy"]              # extra packages for each ref's env
@@ -72,6 +74,8 @@ class Config:
     time_budget: float | None = None
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
+    # A postgresql:// URL (may hold a password): never in a repr or a message.
+    store_url: str | None = field(default=None, repr=False)
 
     @property
     def outputs(self) -> tuple[Path, ...]:
@@ -170,6 +174,22 @@ def _positive(
     return value
 
 
+def _store(table: dict[str, Any], source: Path | None) -> tuple[str | None, str | None]:
+    """The `store` key when it names a directory, and the shared store's URL (env first)."""
+    from perfctl.store import url
+
+    value = _expect(table, "store", str, source)
+    env = url.from_env()
+    if env is not None and not url.is_store_url(env):
+        raise ConfigError(
+            f"{url.ENV_VAR} is not a postgresql:// URL ({url.redact(env)})",
+            "set it to postgresql://USER@HOST:PORT/DB, or unset it for the local store",
+        )
+    if value is not None and url.is_store_url(value):
+        return None, env or value
+    return value, env
+
+
 def _store_dir(root: Path, store: str | None, path: Path | None) -> Path:
     """The state dir: a directory of its own, never the project root or above it.
 
@@ -196,11 +216,13 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
     regimes = _expect(table, "regimes", (list, str), source) or []
     if isinstance(regimes, str):
         regimes = [regimes]
+    state, store_url = _store(table, source)
     return Config(
         root=root,
         source=source,
         regimes=tuple(str(r) for r in regimes),
-        state_dir=_store_dir(root, _expect(table, "store", str, source), source),
+        state_dir=_store_dir(root, state, source),
+        store_url=store_url,
         reports_dir=root / (_expect(table, "reports", str, source) or "reports"),
         build=_expect(table, "build", str, source),
         dependencies=tuple(_expect(table, "dependencies", list, source) or ()),

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# The session's PostgreSQL server fixtures (pg_server, pg_url) for the shared-store tests.
+pytest_plugins = ("tests.pg",)
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "perfctl tests",
     "GIT_AUTHOR_EMAIL": "tests@perfctl.invalid",

@@ -695,6 +695,12 @@ def _mask_numbers(text: str) -> str:
     )
     text = re.sub(r"measured \d{4}-\d\d-\d\d on [^:\n]*", "measured <date> on <machine>", text)
     text = re.sub(r"- \d{4}-\d\d-\d\d: ", "- <date>: ", text)
+    # On a busy machine an untouched regime may be inconclusive: its guard and target
+    # are then unverified, not held or missed (the tests assert which, case by case).
+    text = text.replace("guard: no regression ⚠️ unverified", "guard: no regression ✅")
+    text = re.sub(r"(→ [+-]?N%) ⚠️ unverified", r"\1 ❌ missed", text)
+    text = re.sub(r" \(\d+ unverified\)", "", text)
+    text = re.sub(r"guards held: \d+ of", "guards held: <n> of", text)
     return re.sub(r"perfctl:results( \w+=[0-9a-f]{12})+", "perfctl:results <digests>", text)
 
 
@@ -714,7 +720,12 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
         r"-20% → [+-]\d+\.\d\d% (❌ missed|⚠️ unverified) \| ([a-z ]+) \|$", text, re.M
     )
     assert untouched and (untouched[1] == "⚠️ unverified") == (untouched[2] == "inconclusive"), text
-    assert "guard: no regression ✅" in rows["| `toy_steady`"]
+    # The untouched guard holds, or is unverified when its verdict is inconclusive (a busy
+    # machine): never held on an inconclusive verdict, never broken.
+    steady = rows["| `toy_steady`"]
+    held = "guard: no regression ✅" in steady
+    assert held != ("inconclusive" in steady), steady
+    assert held or "guard: no regression ⚠️ unverified" in steady, steady
     assert "| 1 | Sum five times fewer numbers | Completed (2026-02-11) |" in text
     check_golden("plan_measured.md", masked(_mask_numbers(text), refs))
     first = (git_repo.path / "PLAN.md").read_bytes()

@@ -261,9 +261,13 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
 @guarded
 def merge_cmd(
     inputs: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(help="Shards: comparison.json files, artefact directories or stored ids."),
-    ],
+    ] = None,
+    shard_run: Annotated[
+        str | None,
+        typer.Option("--shard-run", help="Merge every stored shard of this sharded run."),
+    ] = None,
     project: ProjectOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
     fail_on_regression: Annotated[
@@ -277,7 +281,7 @@ def merge_cmd(
     from perfctl.config import load_config
     from perfctl.jobs.shard import merge_inputs
 
-    c = merge_inputs(load_config(project), inputs)
+    c = merge_inputs(load_config(project), inputs or [], shard_run)
     show_comparison(c, fmt)
     _exit_code(c, fail_on_regression)
 

@@ -269,16 +269,23 @@ def init(
             "perfctl==VERSION); a requirement, URL or path.",
         ),
     ] = None,
+    shards: Annotated[
+        int,
+        typer.Option(
+            "--shards", help="Split the CI comparison over N runners, merged by one fan-in job."
+        ),
+    ] = 1,
     project: ProjectOpt = None,
 ) -> None:
     """Set a project up: perfctl config, a starter regimes file and, optionally, CI workflows.
 
-    Example: perfctl init --ci github
+    Example: perfctl init --ci github --shards 4
     """
     from perfctl.jobs.scaffold import DEFAULT_INSTALL, init_project
 
     root = (project or Path.cwd()).resolve()
-    for step in init_project(root, ci.value if ci else None, force, install or DEFAULT_INSTALL):
+    kind = ci.value if ci else None
+    for step in init_project(root, kind, force, install or DEFAULT_INSTALL, shards):
         emit(f"{step.action:<11} {step.path.relative_to(root)}")
 
 

@@ -278,7 +278,9 @@ class _Bisector:
 
         if self.settings.fresh or not self.name:
             return [], []
-        c = open_store(self.config.state_dir).find_comparison(base.sha, commit.sha)
+        c = open_store(self.config.state_dir, self.config.store_url).find_comparison(
+            base.sha, commit.sha
+        )
         if c is None or c.settings.get("from_store") or c.settings.get("merged_from"):
             return [], []  # recomputed or merged: its runs were not interleaved as one
         rows = [r for r in c.regimes if r.name == self.name and r.base_values]

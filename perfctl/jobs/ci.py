@@ -365,7 +365,7 @@ def stored_comparison(project: Path | None, comparison_id: str | None) -> tuple[
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     c = store.load_comparison(comparison_id) if comparison_id else store.last_comparison()
     return absolute_artifacts(c, config.root), config.reports_dir
 

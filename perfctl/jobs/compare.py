@@ -33,7 +33,7 @@ from perfctl.model import (
     Status,
 )
 from perfctl.regimes import discovery
-from perfctl.store.local import SqliteStore, new_id, open_store, slug, utcnow
+from perfctl.store.local import Store, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
 
@@ -168,7 +168,7 @@ def compare_refs(
         settings = replace(settings, globs=tuple(regimes))
     say = progress or (lambda _msg: None)
     with project_lock(config.state_dir, wait=settings.lock_wait, what="compare"):
-        store = open_store(config.state_dir)
+        store = open_store(config.state_dir, config.store_url)
         files = _regime_files(config, settings)
         sides = _prepare(config, base, head, files, settings, say)
         key = _resume_key(sides, files, settings)
@@ -221,7 +221,7 @@ def _resume_key(sides: dict[str, _Side], files: list[Path], settings: CompareSet
 
 def _attach_runs(
     config: Config,
-    store: SqliteStore,
+    store: Store,
     sides: dict[str, _Side],
     key: str,
     settings: CompareSettings,
@@ -314,7 +314,7 @@ def _worker(config: Config, side: _Side, files: list[Path]) -> runner.Worker:
 
 def _measure_regime(
     config: Config,
-    store: SqliteStore,
+    store: Store,
     sides: dict[str, _Side],
     files: list[Path],
     name: str,
@@ -438,7 +438,7 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
 
 
 def _save_results(
-    store: SqliteStore,
+    store: Store,
     sides: dict[str, _Side],
     results: dict[str, RegimeResult],
     files: dict[str, Path | None],
@@ -493,7 +493,7 @@ def _assemble(
 
 def _confirm(
     config: Config,
-    store: SqliteStore,
+    store: Store,
     sides: dict[str, _Side],
     files: list[Path],
     c: Comparison,
@@ -565,5 +565,5 @@ def profile_comparison(
         diff = profiling.profile_pair(config, r.name, targets[0], targets[1], regimes=regimes)
         rows[r.name] = replace(r, artifacts={**r.artifacts, **diff.artifacts()})
     out = replace(c, regimes=tuple(rows[r.name] for r in c.regimes))
-    open_store(config.state_dir).save_comparison(out)
+    open_store(config.state_dir, config.store_url).save_comparison(out)
     return out

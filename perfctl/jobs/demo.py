@@ -126,7 +126,8 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
 
     root = (directory or Path(tempfile.mkdtemp(prefix="perfctl-demo-"))).resolve()
     tags = write_project(root, say)
-    config = load_config(root)
+    # The demo's throw-away project keeps its own store, whatever PERFCTL_STORE_URL says.
+    config = replace(load_config(root), store_url=None)
     settings = demo_settings(quick)
     say(f"comparing {tags[0]} → {tags[-1]}")
     c = compare.compare_refs(
@@ -155,7 +156,8 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         c, project_root=root, out=config.reports_dir / "comparison.html"
     )
     result.history = report.render_history(
-        open_store(config.state_dir).list_runs(), out=config.reports_dir / "history.html"
+        open_store(config.state_dir, config.store_url).list_runs(),
+        out=config.reports_dir / "history.html",
     )
     plan_path = root / "PLAN.md"
     plan.init_plan(config, plan_path)
@@ -194,6 +196,6 @@ def _profile_most_improved(
             for r in c.regimes
         ),
     )
-    open_store(config.state_dir).save_comparison(c)
+    open_store(config.state_dir, config.store_url).save_comparison(c)
     result.comparison = c
     return c

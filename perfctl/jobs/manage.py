@@ -18,22 +18,30 @@ from perfctl.errors import ConfigError
 from perfctl.model import Comparison, Run
 
 
-def stored_runs(project: Path | None) -> tuple[list[Run], Path]:
-    """Every stored run (newest first) and the store's directory."""
+def _where(config: Config) -> str:
+    """The store as shown to people: its directory, or its URL without the password."""
+    from perfctl.store.url import redact
+
+    return redact(config.store_url) if config.store_url else str(config.state_dir)
+
+
+def stored_runs(project: Path | None) -> tuple[list[Run], str]:
+    """Every stored run (newest first) and where the store is."""
     from perfctl.config import load_config
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    return open_store(config.state_dir).list_runs(), config.state_dir
+    return open_store(config.state_dir, config.store_url).list_runs(), _where(config)
 
 
-def stored_comparisons(project: Path | None) -> tuple[list[Comparison], Path]:
-    """Every stored comparison (newest first) and the store's directory."""
+def stored_comparisons(project: Path | None) -> tuple[list[Comparison], str]:
+    """Every stored comparison (newest first) and where the store is."""
     from perfctl.config import load_config
     from perfctl.store.local import open_store
 
     config = load_config(project)
-    return open_store(config.state_dir).list_comparisons(), config.state_dir
+    store = open_store(config.state_dir, config.store_url)
+    return store.list_comparisons(), _where(config)
 
 
 def tracked_files(root: Path, state_dir: Path) -> list[str]:
@@ -82,6 +90,11 @@ def clean(project: Path | None, *, worktrees: bool, envs: bool, results: bool) -
             said.append(f"removed {n} worktree(s)")
         if envs or everything:
             said.append(f"removed {envs_mod.remove_envs(config.state_dir)} environment(s)")
-        if results or everything:
-            said.append(f"removed {open_store(config.state_dir).remove_all()} stored record(s)")
+        if everything and config.store_url:
+            from perfctl.store.url import redact
+
+            said.append(f"kept the shared store {redact(config.store_url)}")
+        elif results or everything:
+            store = open_store(config.state_dir, config.store_url)
+            said.append(f"removed {store.remove_all()} stored record(s)")
     return said

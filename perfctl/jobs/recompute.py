@@ -20,7 +20,7 @@ from perfctl.measure.interleave import SIDES
 from perfctl.model import Comparison, RefInfo, RegimeComparison, RegimeResult, Run
 from perfctl.regimes import discovery
 from perfctl.render.escape import shell_command
-from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
+from perfctl.store.local import Store, new_id, open_store, utcnow
 
 if TYPE_CHECKING:
     from perfctl.config import Config
@@ -47,7 +47,7 @@ def compare_from_store(
             "--comparison and --mix-runs exclude each other",
             "--comparison recomputes one measured comparison; leave --mix-runs out",
         )
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     refs = _resolve(config, base, head)
     source = _pick(store, refs, comparison)
     if source is not None:
@@ -88,7 +88,7 @@ def _orientation(c: Comparison, refs: dict[str, RefInfo]) -> bool | None:
     return None
 
 
-def _pick(store: SqliteStore, refs: dict[str, RefInfo], cid: str | None) -> Comparison | None:
+def _pick(store: Store, refs: dict[str, RefInfo], cid: str | None) -> Comparison | None:
     """The comparison to recompute: the one named, else the newest measured one."""
     if cid is None:
         found = store.comparisons_of(refs["base"].sha, refs["head"].sha)
@@ -111,7 +111,7 @@ def _pick(store: SqliteStore, refs: dict[str, RefInfo], cid: str | None) -> Comp
 
 def _recompute(
     config: Config,
-    store: SqliteStore,
+    store: Store,
     source: Comparison,
     refs: dict[str, RefInfo],
     settings: CompareSettings,
@@ -152,7 +152,7 @@ def _commits(config: Config, refs: dict[str, RefInfo]) -> tuple[RefInfo, ...]:
     return gitrefs.commits_between(config.root, refs["base"].sha, refs["head"].sha)
 
 
-def _load(store: SqliteStore, source: Comparison, side: str) -> Run:
+def _load(store: Store, source: Comparison, side: str) -> Run:
     run_id = source.base_run if side == "base" else source.head_run
     try:
         return store.load_run(run_id)
@@ -193,7 +193,7 @@ def _decide(
 # --- --mix-runs: runs from different comparisons, warned -------------------------------------
 
 
-def _latest_run(store: SqliteStore, ref: RefInfo) -> Run:
+def _latest_run(store: Store, ref: RefInfo) -> Run:
     for run in store.list_runs():  # newest first
         if (
             (run.ref.sha, run.ref.dirty) == (ref.sha, ref.dirty)
@@ -207,14 +207,14 @@ def _latest_run(store: SqliteStore, ref: RefInfo) -> Run:
     )
 
 
-def _origin(store: SqliteStore, run: Run) -> Comparison | None:
+def _origin(store: Store, run: Run) -> Comparison | None:
     """The measured comparison a run belongs to, if any."""
     found = store.comparisons_of(run.ref.sha)
     return next((c for c in found if c.measured and run.id in (c.base_run, c.head_run)), None)
 
 
 def _mix_runs(
-    config: Config, store: SqliteStore, refs: dict[str, RefInfo], settings: CompareSettings
+    config: Config, store: Store, refs: dict[str, RefInfo], settings: CompareSettings
 ) -> Comparison:
     """Pair the newest run of each commit (asked for with --mix-runs), with warnings."""
     runs = {s: _latest_run(store, refs[s]) for s in SIDES}
@@ -274,7 +274,7 @@ def _mixed_settings(
     }
 
 
-def _no_comparison(store: SqliteStore, refs: dict[str, RefInfo], mix_runs: bool) -> UsageError:
+def _no_comparison(store: Store, refs: dict[str, RefInfo], mix_runs: bool) -> UsageError:
     """The refusal: which comparisons exist for these commits, and what to run."""
     b, h = refs["base"], refs["head"]
     if _same(refs):

@@ -34,7 +34,7 @@ def write_report(
         check_output_file(out, "the report", stdout_ok=True)  # before any work
     if machine is not None and not history:
         raise UsageError("--machine goes with --history", "add --history, or drop --machine")
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     js: PlotlyJs = "cdn" if cdn else "inline"
     if history:
         runs = store.list_runs()

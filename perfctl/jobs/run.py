@@ -14,7 +14,7 @@ from perfctl.config import Config
 from perfctl.measure import runner
 from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status
 from perfctl.regimes import discovery
-from perfctl.store.local import SqliteStore, new_id, open_store, utcnow
+from perfctl.store.local import Store, new_id, open_store, utcnow
 
 Progress = Callable[[str, int, int], None]
 
@@ -111,7 +111,7 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
         options.family,
     )
     worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     settings = {"precision": options.precision.name, **options.precision.__dict__}
     with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)
@@ -121,7 +121,7 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
 
 
 def _measure_all(
-    store: SqliteStore,
+    store: Store,
     run: Run,
     worker: runner.Worker,
     infos: list[RegimeInfo],

@@ -8,7 +8,9 @@ What it writes, relative to the project directory:
   already configured;
 * ``.perfctl/`` added to .gitignore (perfctl's state: store, worktrees, envs);
 * with ``--ci github``: ``.github/workflows/perfctl.yml`` (measure) and
-  ``.github/workflows/perfctl-comment.yml`` (fork-safe commenting).
+  ``.github/workflows/perfctl-comment.yml`` (fork-safe commenting); with
+  ``--shards N`` (N ≥ 2) perfctl.yml is a matrix of N shard jobs and one
+  fan-in job that merges, summarises, comments and gates.
 
 Nothing is overwritten unless ``--force``: a file that exists with other
 content is a :class:`~perfctl.errors.UsageError` naming it. pyproject.toml
@@ -33,6 +35,9 @@ WORKFLOWS = {
     ".github/workflows/perfctl.yml": "workflow-github.yml",
     ".github/workflows/perfctl-comment.yml": "workflow-github-comment.yml",
 }
+SHARDED = "workflow-github-sharded.yml"
+SHARD_MARKERS = ("__PERFCTL_SHARD_COUNT__", "__PERFCTL_SHARD_LIST__")
+MAX_SHARDS = 64  # GitHub allows 256 matrix jobs; past 64 a shard is mostly set-up time
 CI_KINDS = ("github",)
 # What the workflows pip-install: pinned to the perfctl that wrote them, so CI
 # measures with the version the project was set up with.
@@ -128,11 +133,36 @@ def install_line(spec: str) -> str:
     return shlex.quote(spec)
 
 
+def workflow_text(name: str, pip_arg: str, shards: int = 1) -> str:
+    """A workflow template with its markers filled; ``shards`` ≥ 2 picks the sharded one."""
+    if name == WORKFLOWS[".github/workflows/perfctl.yml"] and shards > 1:
+        text = template(SHARDED)
+        text = text.replace(SHARD_MARKERS[0], str(shards))
+        text = text.replace(SHARD_MARKERS[1], str(list(range(1, shards + 1))))
+    else:
+        text = template(name)
+    return text.replace(INSTALL_MARKER, pip_arg)
+
+
+def _check_shards(ci: str | None, shards: int) -> None:
+    if not 1 <= shards <= MAX_SHARDS:
+        raise UsageError(
+            f"--shards takes 1 to {MAX_SHARDS} (got {shards})", "for example --shards 4"
+        )
+    if shards > 1 and ci is None:
+        raise UsageError("--shards only shapes CI workflows", "add --ci github")
+
+
 def plan_init(
-    root: Path, ci: str | None = None, force: bool = False, install: str = DEFAULT_INSTALL
+    root: Path,
+    ci: str | None = None,
+    force: bool = False,
+    install: str = DEFAULT_INSTALL,
+    shards: int = 1,
 ) -> list[Step]:
     """Every change `perfctl init` would make; UsageError if one would clobber a file."""
     pip_arg = install_line(install)
+    _check_shards(ci, shards)
     if not root.is_dir():
         raise UsageError(f"{root} is not a directory", "pass an existing project with -C DIR")
     if ci is not None and ci not in CI_KINDS:
@@ -147,7 +177,7 @@ def plan_init(
     steps.append(gitignore_step(root))
     if ci == "github":
         steps += [
-            _write(root, rel, template(name).replace(INSTALL_MARKER, pip_arg), force, conflicts)
+            _write(root, rel, workflow_text(name, pip_arg, shards), force, conflicts)
             for rel, name in WORKFLOWS.items()
         ]
     if conflicts:
@@ -172,10 +202,14 @@ def apply(steps: list[Step]) -> None:
 
 
 def init_project(
-    root: Path, ci: str | None = None, force: bool = False, install: str = DEFAULT_INSTALL
+    root: Path,
+    ci: str | None = None,
+    force: bool = False,
+    install: str = DEFAULT_INSTALL,
+    shards: int = 1,
 ) -> list[Step]:
     """Scaffold perfctl into ``root``; returns what was done, file by file."""
-    steps = plan_init(root, ci, force, install)
+    steps = plan_init(root, ci, force, install, shards)
     for step in steps:  # a planted symlink must not redirect a write (checked before any)
         if step.action not in ("kept", "unchanged"):
             check_output_file(step.path, f"`perfctl init`'s {step.path.name}")

@@ -157,7 +157,9 @@ def merge(shards: Sequence[Comparison], new_id: str, created: str) -> Comparison
     from perfctl.stats import verdicts
 
     if not shards:
-        raise UsageError("nothing to merge", "pass the shards' comparison files or ids")
+        raise UsageError(
+            "nothing to merge", "pass the shards' comparison files or ids, or --shard-run ID"
+        )
     marks = _check(shards)
     _complete(marks)
     measured: dict[str, dict[str, RegimeResult]] = {}
@@ -227,14 +229,37 @@ def load_inputs(config: Config, inputs: Sequence[str]) -> list[Comparison]:
         elif path.is_file():
             out.append(read_comparison_file(path))
         else:
-            out.append(open_store(config.state_dir).load_comparison(item))
+            out.append(open_store(config.state_dir, config.store_url).load_comparison(item))
     return out
 
 
-def merge_inputs(config: Config, inputs: Sequence[str]) -> Comparison:
-    """Merge the shards named by ``inputs`` and store the merged comparison."""
+def stored_shards(config: Config, run: str) -> list[Comparison]:
+    """Every stored shard of sharded run ``run``; a re-run shard replaces its earlier one."""
+    from perfctl.store.local import open_store
+
+    store = open_store(config.state_dir, config.store_url)
+    finder = getattr(store, "shards", None)  # the shared store looks them up by index
+    found = finder(run) if finder else store.list_comparisons()
+    newest: dict[int, Comparison] = {}
+    for c in sorted(found, key=lambda c: (c.created, c.id)):
+        mark = shard_of(c)
+        if mark is not None and mark.run == run:
+            newest[mark.index] = c
+    if not newest:
+        raise UsageError(
+            f"no stored shard of sharded run `{run}`",
+            "check the id given to `--shard-run` (default: $GITHUB_RUN_ID, else `local`)",
+        )
+    return [newest[i] for i in sorted(newest)]
+
+
+def merge_inputs(config: Config, inputs: Sequence[str], shard_run: str | None = None) -> Comparison:
+    """Merge the shards named by ``inputs`` (and/or stored under ``shard_run``); store it."""
     from perfctl.store.local import new_id, open_store, utcnow
 
-    merged = merge(load_inputs(config, inputs), new_id(), utcnow())
-    open_store(config.state_dir).save_comparison(merged)
+    shards = load_inputs(config, inputs)
+    if shard_run is not None:
+        shards += stored_shards(config, shard_run)
+    merged = merge(shards, new_id(), utcnow())
+    open_store(config.state_dir, config.store_url).save_comparison(merged)
     return merged

@@ -194,7 +194,7 @@ def update_plan(
     doc = plandoc.read_doc(path, str(path))
     plandoc.check_names(doc, [p.id for p in spec.phases])
     refs = {p.id: _resolve(config, doc, p) for p in spec.phases}
-    store = open_store(config.state_dir)
+    store = open_store(config.state_dir, config.store_url)
     found = {
         p.id: _stored(store, doc, p, *refs[p.id], whole=p.id == spec.baseline_phase)
         for p in spec.phases

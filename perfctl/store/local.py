@@ -14,8 +14,8 @@ killed at any moment (SIGKILL included) leaves either the old or the new
 state. The index can always be rebuilt from the JSON files.
 
 The :class:`Store` protocol is the interface; :class:`SqliteStore` is the
-embedded default. A server database (PostgreSQL) for CI fleets would be another
-implementation of the same protocol.
+embedded default, and :class:`perfctl.store.postgres.PostgresStore` (a
+``postgresql://`` URL) the shared one for CI fleets. :func:`open_store` picks.
 """
 
 from __future__ import annotations
@@ -23,13 +23,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import secrets
 import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +40,9 @@ from perfctl.model import (
     run_from_dict,
     to_dict,
 )
+from perfctl.store.ids import new_id, slug, utcnow
+
+__all__ = ["SqliteStore", "Store", "new_id", "open_store", "slug", "utcnow"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -53,26 +53,6 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE TABLE IF NOT EXISTS comparisons (
     id TEXT PRIMARY KEY, created TEXT, base_sha TEXT, head_sha TEXT);
 """
-
-
-def utcnow() -> str:
-    """The current UTC time, ISO-8601 with seconds."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def new_id() -> str:
-    """A sortable, unique id: UTC timestamp plus random suffix."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def slug(name: str) -> str:
-    """A file-name-safe, collision-free name for a regime."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:80] or "regime"
-    if safe == name:
-        return safe
-    import hashlib
-
-    return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 class Store(Protocol):
@@ -94,6 +74,10 @@ class Store(Protocol):
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None: ...
     def comparisons_of(self, *shas: str) -> list[Comparison]: ...
     def pyperf_path(self, run_id: str, regime: str) -> Path: ...
+    def mark_pending(self, key: str, run_ids: dict[str, str]) -> None: ...
+    def pending(self, key: str) -> dict[str, Run] | None: ...
+    def clear_pending(self, key: str) -> None: ...
+    def remove_all(self) -> int: ...
 
 
 class SqliteStore:
@@ -407,6 +391,10 @@ class SqliteStore:
         return data if ok else None
 
 
-def open_store(state_dir: Path) -> SqliteStore:
-    """The store under a project's state directory."""
+def open_store(state_dir: Path, url: str | None = None) -> Store:
+    """The project's store: PostgreSQL when ``url`` is given (config or env), else SQLite."""
+    if url:
+        from perfctl.store.postgres import PostgresStore
+
+        return PostgresStore(url, state_dir)
     return SqliteStore(state_dir)
