@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,3 +106,70 @@ def default_signals() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+
+
+# -- test tiers (README, Development) -----------------------------------------------
+# unit: in-process, no perfctl/pyperf/py-spy process (git for a temporary repository
+# is allowed); cli: the real CLI or other tools as subprocesses, nothing measured;
+# e2e (alias slow): real measurements. A test that names no tier gets one here.
+_CLI_FIXTURES = frozenset({"cli", "git_repo"})
+_CLI_NAMES = frozenset({"run_cli", "subprocess", "Popen"})
+# git for a temporary repository; uname and file are how the platform module asks.
+_UNIT_TOOLS = frozenset({"git", "uname", "file"})
+
+
+def _names(fn: object) -> set[str]:
+    """Global and attribute names a function uses, comprehensions and inner functions included."""
+    code = getattr(fn, "__code__", fn)
+    if not isinstance(code, types.CodeType):
+        return set()
+    inner = (_names(c) for c in code.co_consts if isinstance(c, types.CodeType))
+    return set(code.co_names).union(*inner)
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    """Whether the test, or a helper of its module that it calls, runs subprocesses."""
+    if _CLI_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    names = _names(getattr(item, "function", None))
+    module = vars(getattr(item, "module", None) or object())
+    helpers = (_names(module.get(n)) for n in names if callable(module.get(n)))
+    return bool(_CLI_NAMES & names) or any(_CLI_NAMES & h for h in helpers)
+
+
+def _tier(item: pytest.Item) -> str:
+    marks = {m.name for m in item.iter_markers()}
+    if marks & {"e2e", "slow"}:
+        return "e2e"
+    if marks & {"cli", "browser"}:  # headless Chromium is a real process too
+        return "cli"
+    if "unit" in marks:
+        return "unit"
+    return "cli" if _starts_processes(item) else "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test exactly one tier; e2e and slow mark the same tests."""
+    for item in items:
+        tier = _tier(item)
+        item.add_marker(tier)
+        if tier == "e2e":
+            item.add_marker("slow")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_processes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit test that starts anything but git fails: mark it `cli` (or `e2e`)."""
+    if _tier(request.node) != "unit":
+        return
+    real = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[bytes], args: object, *a: object, **kw: object) -> None:
+        argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)  # type: ignore[call-overload]
+        if Path(os.fsdecode(argv[0])).name not in _UNIT_TOOLS:
+            raise AssertionError(f"a unit test started {argv[0]!r}: mark the test cli or e2e")
+        real(self, args, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)

@@ -21,6 +21,9 @@ from perfctl.envs import Target, current_target, prepare_target, remove_envs
 from perfctl.errors import EXIT_FAILURE, BuildError, ConfigError
 from tests.conftest import GitRepo
 
+# Builds real environments (uv, venv, pip): the cli tier.
+pytestmark = pytest.mark.cli
+
 PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=61"]

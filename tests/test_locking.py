@@ -16,6 +16,9 @@ import pytest
 from perfctl.errors import EXIT_FAILURE, LockTimeout
 from perfctl.store.lock import project_lock, read_owner
 
+# Lock holders are real processes: the cli tier.
+pytestmark = pytest.mark.cli
+
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path

@@ -105,6 +105,7 @@ def test_the_profile_worker_gets_the_scrubbed_environment(
     assert env["PERFCTL_KEEP_ME"] == "kept" and env["X"] == "1"
 
 
+@pytest.mark.cli  # builds an environment / starts an interpreter
 def test_a_custom_build_command_never_sees_the_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,6 +124,7 @@ def test_a_custom_build_command_never_sees_the_token(
     assert seen["VIRTUAL_ENV"].startswith(str(repo.path / ".perfctl" / "envs"))
 
 
+@pytest.mark.cli  # builds an environment / starts an interpreter
 def test_the_version_check_of_an_environment_gets_no_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

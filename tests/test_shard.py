@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from perfctl.config import load_config
 from perfctl.errors import UsageError
 from perfctl.jobs import shard
+from perfctl.jobs.compare import compare_refs, settings_for
+from perfctl.jobs.shard import Shard
+from perfctl.model import Comparison
 from tests.conftest import GitRepo, run_cli
+from tests.fakes import Dist, FakeExecutor
 
 PYPROJECT = """\
 [project]
@@ -128,17 +133,26 @@ def test_shards_merge_into_one_comparison(repo: GitRepo, tmp_path: Path) -> None
     assert merged["id"] in listed.stdout
 
 
-@pytest.mark.slow
+def _fake_shard(repo: GitRepo, k: int, base: str = "c1") -> Comparison:
+    """Shard k/2 of run t2, measured by the fake executor (c2: `slow` five times slower)."""
+    names = ("slow", "steady", "also_slow")
+    dists = {(ref, n): Dist(1e-3) for ref in ("c1", "c2") for n in names}
+    dists |= {("c2", n): Dist(5e-3) for n in ("slow", "also_slow")}
+    fake = FakeExecutor(dists, family="sh", baselines={"steady": "slow"})
+    config = load_config(repo.path)
+    fast = settings_for(config=config, fast=True, shard=Shard(k, 2, "t2"))
+    return compare_refs(config, base, "c2", settings=fast, executor=fake)
+
+
 def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None:
-    one = _shard(repo, 1, 2, run="t2")
-    missing = run_cli("merge", one["id"], cwd=repo.path)
-    assert missing.returncode == 2 and "Error: shard 2/2 missing" in missing.stderr
-    dup = run_cli("merge", one["id"], one["id"], cwd=repo.path)
-    assert dup.returncode == 2 and "Error: shard 1/2 given more than once" in dup.stderr
-    other = _shard(repo, 2, 2, run="t2", base="c2")
-    foreign = run_cli("merge", one["id"], other["id"], cwd=repo.path)
-    assert foreign.returncode == 2
-    assert "Error: the shards come from different base commits" in foreign.stderr
+    one = _fake_shard(repo, 1)
+    with pytest.raises(UsageError, match="shard 2/2 missing"):
+        shard.merge([one], "m1", "now")
+    with pytest.raises(UsageError, match="shard 1/2 given more than once"):
+        shard.merge([one, one], "m2", "now")
+    other = _fake_shard(repo, 2, base="c2")
+    with pytest.raises(UsageError, match="the shards come from different base commits"):
+        shard.merge([one, other], "m3", "now")
 
 
 @pytest.mark.slow

@@ -563,3 +563,24 @@ def test_baseline_regimes_are_their_own_benjamini_hochberg_family() -> None:
     pooled = decision.benjamini_hochberg(list(raw.values()))  # type: ignore[arg-type]
     assert rows["real"].p_adjusted < pooled[list(raw).index("real")]
     assert rows["real"].verdict == "improved"
+
+
+def test_the_fast_rank_test_agrees_with_scipy() -> None:
+    from scipy import stats as sps
+
+    from perfctl.stats.ranks import mann_whitney_asymptotic
+
+    rng = np.random.default_rng(5)
+    for m, n, shift, decimals in [
+        (9, 9, 0.0, 9),
+        (12, 30, 0.3, 9),
+        (40, 40, 0.1, 1),
+        (60, 9, 1, 0),
+    ]:
+        # Rounding makes ties (one decimal: many; none: most values tied).
+        base = np.round(rng.normal(0.0, 1.0, m), decimals)
+        head = np.round(rng.normal(shift, 1.0, n), decimals)
+        want = sps.mannwhitneyu(base, head, alternative="two-sided", method="asymptotic").pvalue
+        assert mann_whitney_asymptotic(base, head) == pytest.approx(float(want), rel=1e-9)
+    tied = np.ones(10)
+    assert mann_whitney_asymptotic(tied, tied) == 1.0

@@ -33,6 +33,7 @@ from perfctl.errors import (
     UsageError,
 )
 from perfctl.files import check_output_dir, check_output_file, ensure_output_dir, write_output
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.model import FAILED, REGRESSED, Comparison, to_dict
 from perfctl.publish.github import CommentResult, Target, parse_target
 from perfctl.render.comment import CommentOptions, check_url_base, marker, render_comment
@@ -276,6 +277,7 @@ def run_ci(
     opts: CiOptions,
     env: Mapping[str, str],
     progress: Callable[[str], None] | None = None,
+    executor: Executor = PYPERF,
 ) -> CiOutcome:
     """Compare, write artefacts, post the comment, then decide the exit code."""
     from perfctl.jobs.compare import compare_refs
@@ -287,8 +289,9 @@ def run_ci(
     dest = artifacts_dir(opts.artifacts or config.root / DEFAULT_ARTIFACTS)
     base = opts.base or default_base(config.root, opts.head, ctx)
     c = compare_refs(
-        config, base, opts.head, regimes=opts.regimes, settings=opts.settings, progress=progress
-    )
+        config, base, opts.head, regimes=opts.regimes, settings=opts.settings,
+        progress=progress, executor=executor,
+    )  # fmt: skip
     ensure_output_dir(config.reports_dir, dest)
     c = collect_profiles(c, config.root, dest)
     body = render_comment(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.jobs.shard import Shard, split
 from perfctl.measure import duo, interleave, runner
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
 from perfctl.model import (
@@ -159,8 +159,13 @@ def compare_refs(
     regimes: list[str] | None = None,
     settings: CompareSettings | None = None,
     progress: Progress | None = None,
+    executor: Executor = PYPERF,
 ) -> Comparison:
-    """Measure BASE against HEAD, store the Comparison and return it."""
+    """Measure BASE against HEAD, store the Comparison and return it.
+
+    ``executor`` runs every process (environments, probes, pyperf workers); tests
+    pass a scripted one.
+    """
     from perfctl.store.lock import project_lock
 
     settings = settings or DEFAULT
@@ -170,7 +175,7 @@ def compare_refs(
     with project_lock(config.state_dir, wait=settings.lock_wait, what="compare"):
         store = open_store(config.state_dir, config.store_url)
         files = _regime_files(config, settings)
-        sides = _prepare(config, base, head, files, settings, say)
+        sides = _prepare(config, base, head, files, settings, say, executor)
         key = _resume_key(sides, files, settings)
         done = _attach_runs(config, store, sides, key, settings, say)
         names = _selected(sides, settings)
@@ -180,12 +185,12 @@ def compare_refs(
         measured = {}
         for n in names:
             measured[n] = done.get(n) or _measure_regime(
-                config, store, sides, files, n, settings, say
+                config, store, sides, files, n, settings, say, executor
             )
             loads.append(load_average())
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
-            comparison = _confirm(config, store, sides, files, comparison, settings, say)
+            comparison = _confirm(config, store, sides, files, comparison, settings, say, executor)
         comparison = _with_load(comparison, loads)
         for s in sides.values():
             store.finish_run(s.run.id, "complete")
@@ -252,16 +257,15 @@ def _prepare(
     files: list[Path],
     settings: CompareSettings,
     say: Progress,
+    executor: Executor,
 ) -> dict[str, _Side]:
-    from perfctl import envs
-
     out: dict[str, _Side] = {}
     for side, ref in zip(SIDES, (base, head), strict=True):
         say(f"preparing the {side} environment ({ref})")  # envs says whether it builds
-        target = envs.prepare_target(config, ref, rebuild=settings.rebuild, log=say)
+        target = executor.prepare(config, ref, rebuild=settings.rebuild, log=say)
         env = {**target.env, **subjects_env(config, settings.subjects)}
         target = replace(target, env=env)
-        infos, error = _probe(target, files, config.inherit_environ)
+        infos, error = _probe(executor, target, files, config.inherit_environ)
         out[side] = _Side(target, None, infos, error)  # type: ignore[arg-type]
     return out
 
@@ -278,10 +282,10 @@ def _regime_files(config: Config, settings: CompareSettings) -> list[Path]:
 
 
 def _probe(
-    t: Target, files: list[Path], inherit: tuple[str, ...]
+    executor: Executor, target: Target, files: list[Path], inherit: tuple[str, ...]
 ) -> tuple[dict[str, RegimeInfo], str]:
     try:
-        infos = discovery.probe(t.python, files, cwd=t.cwd, env=t.env, inherit=inherit)
+        infos = executor.probe(target, files, inherit)
     except RegimeLoadError as exc:
         # An old ref may lack what the regimes import: that side fails, the other runs.
         return {}, exc.message
@@ -320,9 +324,8 @@ def _measure_regime(
     name: str,
     settings: CompareSettings,
     say: Progress,
+    executor: Executor,
 ) -> dict[str, RegimeResult]:
-    from perfctl.stats import decision as stats
-
     infos = {s: sides[s].infos.get(name) for s in SIDES}
     early = _unmeasurable(sides, infos, name)
     if early:
@@ -333,22 +336,19 @@ def _measure_regime(
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
     paired = settings.schedule.pairing == "same-process"
-
-    def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
-        from perfctl.stats.paired import compare_paired
-
-        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
-        return stats.is_clear(change, threshold=settings.threshold)
+    clear = stopping_rule(settings)
 
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
 
     with interleave.workdir() as tmp:
         if paired:
-            data = _measure_same_process(workers, info, settings, logs, Path(tmp), clear, say_round)
+            data = duo.measure_same_process(
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
+            )
         else:
             data = interleave.measure_pair(
-                workers, info, settings.schedule, logs, Path(tmp), clear, say_round
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
             )
         results = {s: _result(infos[s] or info, data[s], logs[s], Path(tmp), s) for s in SIDES}
         merged = {
@@ -357,29 +357,18 @@ def _measure_regime(
         return _save_results(store, sides, results, merged)
 
 
-def _measure_same_process(
-    workers: dict[str, runner.Worker],
-    info: RegimeInfo,
-    settings: CompareSettings,
-    logs: dict[str, Path],
-    tmp: Path,
-    clear: duo.IsClear,
-    progress: Callable[[int], None],
-) -> dict[str, SideData]:
-    """Both refs in every worker process (``--pairing same-process``); pyperf files kept."""
-    why = duo.unsupported(workers)
-    if why:
-        raise UsageError(why, "use --pairing process (the default) for this project")
-    data = {s: SideData() for s in SIDES}
-    deadline = time.monotonic() + (info.timeout or runner.DEFAULT_TIMEOUT)
-    loops = interleave.calibrate_both(workers, info, logs, data, deadline)
-    if not loops:
-        return data
-    sched = settings.schedule
-    data = duo.measure_duo(workers, info, sched, loops, logs["base"], tmp, clear, progress)
-    for s in SIDES:
-        data[s].files = duo.write_pyperf(data[s], info, tmp / f"{s}-duo.json")
-    return data
+def stopping_rule(settings: CompareSettings) -> duo.IsClear:
+    """The sequential-sampling check: whether the rounds so far give a clear answer."""
+    from perfctl.stats import decision as stats
+    from perfctl.stats.paired import compare_paired
+
+    paired = settings.schedule.pairing == "same-process"
+
+    def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
+        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
+        return stats.is_clear(change, threshold=settings.threshold, alpha=settings.alpha)
+
+    return clear
 
 
 def _unmeasurable(
@@ -499,6 +488,7 @@ def _confirm(
     c: Comparison,
     settings: CompareSettings,
     say: Progress,
+    executor: Executor,
 ) -> Comparison:
     """Re-measure regressed regimes with a fresh seed; keep the regression only if it holds."""
     from perfctl.model import REGRESSED
@@ -508,7 +498,9 @@ def _confirm(
     if not flagged:
         return c
     again = replace(settings, schedule=replace(settings.schedule, seed=settings.schedule.seed + 1))
-    remeasured = {n: _measure_regime(config, store, sides, files, n, again, say) for n in flagged}
+    remeasured = {
+        n: _measure_regime(config, store, sides, files, n, again, say, executor) for n in flagged
+    }
     rows = {
         r.name: r
         for r in verdicts.decide_all(

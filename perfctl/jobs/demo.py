@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from perfctl.errors import UsageError
 from perfctl.jobs.compare import CompareSettings
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import Schedule
 from perfctl.model import IMPROVED, Comparison
 
@@ -116,7 +117,13 @@ def _most_improved(c: Comparison) -> str | None:
     return min(improved, key=lambda r: r.change or 0).name if improved else None
 
 
-def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -> DemoResult:
+def run_demo(
+    directory: Path | None,
+    *,
+    quick: bool = False,
+    say: Say = print,
+    executor: Executor = PYPERF,
+) -> DemoResult:
     """Write the project, then compare, profile, report and plan it."""
     from perfctl.config import load_config
     from perfctl.jobs import compare
@@ -136,6 +143,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
         tags[-1],
         settings=settings,
         progress=say,
+        executor=executor,
     )
     result = DemoResult(root=root, comparison=c)
     c = _profile_most_improved(config, c, (tags[0], tags[-1]), quick, say, result)
@@ -151,6 +159,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
             regimes=names,
             settings=settings,
             progress=say,
+            executor=executor,
         )
     result.report = report.render_comparison(
         c, project_root=root, out=config.reports_dir / "comparison.html"
@@ -161,7 +170,7 @@ def run_demo(directory: Path | None, *, quick: bool = False, say: Say = print) -
     )
     plan_path = root / "PLAN.md"
     plan.init_plan(config, plan_path)
-    outcome = plan.update_plan(config, plan_path, measure=True, progress=say)
+    outcome = plan.update_plan(config, plan_path, measure=True, progress=say, executor=executor)
     result.plan = plan_path
     result.missed = list(getattr(outcome, "warnings", ()) or ())
     return result

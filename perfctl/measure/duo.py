@@ -15,19 +15,16 @@ source (``install = false``); :func:`unsupported` says why otherwise.
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from perfctl.measure import runner
+from perfctl.errors import UsageError
+from perfctl.measure import interleave, runner
 from perfctl.measure.environ import scrubbed_env
+from perfctl.measure.executor import PYPERF, DuoSpec, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
-from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
 
-DUO = WORKERS / "duo.py"
 # Values per side in one duo process: the pairs inside a process share its
 # speed, so more of them narrow each process's ratio for little start-up cost.
 DUO_VALUES = 10
@@ -35,15 +32,9 @@ DUO_VALUES = 10
 IsClear = Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool]
 
 
-def roots(worker: runner.Worker) -> list[str]:
-    """The importable paths that hold this ref's own code (its PYTHONPATH entries)."""
-    path = worker.env.get("PYTHONPATH", "")
-    return [p for p in path.split(os.pathsep) if p]
-
-
 def unsupported(workers: dict[str, runner.Worker]) -> str:
     """Why the two refs cannot share one process, or "" when they can."""
-    if any(not roots(workers[s]) for s in SIDES):
+    if any(not runner.roots(workers[s]) for s in SIDES):
         return "same-process pairing needs install = false (both refs run from source)"
     if workers["base"].python.resolve() != workers["head"].python.resolve():
         if _version(workers["base"].python) != _version(workers["head"].python):
@@ -60,55 +51,6 @@ def _version(python: Path) -> str:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stdout.strip()
 
 
-def _spec(
-    workers: dict[str, runner.Worker],
-    info: RegimeInfo,
-    loops: int,
-    values: int,
-    n: int,
-    clock: str,
-) -> dict[str, object]:
-    base = workers["base"]
-    return {
-        "first": SIDES[n % 2],
-        "clock": clock,
-        "regime": info.name,
-        "files": [str(f) for f in base.files],
-        "loops": loops,
-        "ops": info.ops,
-        "warmups": 1,
-        "values": values,
-        "sides": {s: {"roots": roots(workers[s]), "cwd": str(workers[s].cwd)} for s in SIDES},
-    }
-
-
-def run_duo(
-    workers: dict[str, runner.Worker],
-    info: RegimeInfo,
-    *,
-    loops: int,
-    values: int,
-    tmp: Path,
-    n: int,
-    log: Path,
-    timeout: float,
-    clock: str = "wall",
-) -> dict[str, list[float]] | str:
-    """One duo process: per-op values of each side, or the reason it failed."""
-    spec_path, out = tmp / f"duo-{n}.spec.json", tmp / f"duo-{n}.json"
-    spec_path.write_text(json.dumps(_spec(workers, info, loops, values, n, clock)))
-    base = workers["base"]
-    env = runner.worker_env(base)
-    cmd = [str(base.python), str(DUO), str(spec_path), str(out)]
-    rc = runner.spawn(cmd, cwd=base.cwd, env=env, log=log, timeout=timeout)
-    if rc != 0 or not out.exists():
-        return runner.failure_reason(log, rc, timeout)
-    data = json.loads(out.read_text())
-    if "error" in data:
-        return f"{data['error']} (log: {log})"
-    return {s: [float(v) for v in data[s]] for s in SIDES}
-
-
 def write_pyperf(data: SideData, info: RegimeInfo, dest: Path) -> list[Path]:
     """One ordinary pyperf file of this side's values (``pyperf stats`` reads it)."""
     import pyperf
@@ -121,6 +63,31 @@ def write_pyperf(data: SideData, info: RegimeInfo, dest: Path) -> list[Path]:
     return [dest]
 
 
+def measure_same_process(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    sched: Schedule,
+    logs: dict[str, Path],
+    tmp: Path,
+    is_clear: IsClear,
+    progress: Callable[[int], None] | None = None,
+    executor: Executor = PYPERF,
+) -> dict[str, SideData]:
+    """Calibrate, then rounds of duo processes (``--pairing same-process``); pyperf files kept."""
+    why = unsupported(workers)
+    if why:
+        raise UsageError(why, "use --pairing process (the default) for this project")
+    data = {s: SideData() for s in SIDES}
+    deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    loops = interleave.calibrate_both(workers, info, logs, data, deadline, executor)
+    if not loops:
+        return data
+    data = measure_duo(workers, info, sched, loops, logs["base"], tmp, is_clear, progress, executor)
+    for s in SIDES:
+        data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
+    return data
+
+
 def measure_duo(
     workers: dict[str, runner.Worker],
     info: RegimeInfo,
@@ -130,25 +97,18 @@ def measure_duo(
     tmp: Path,
     is_clear: IsClear,
     progress: Callable[[int], None] | None = None,
+    executor: Executor = PYPERF,
 ) -> dict[str, SideData]:
     """Rounds of duo processes until the paired answer is clear (or the budget ends)."""
     data = {s: SideData(loops=loops) for s in SIDES}
-    timeout = info.timeout or runner.DEFAULT_TIMEOUT
-    deadline = time.monotonic() + timeout
-    soft_end = time.monotonic() + sched.time_budget
+    clock = executor.now
+    deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    soft_end = clock() + sched.time_budget
+    values = max(sched.values, DUO_VALUES)
     for i in range(sched.max_rounds):
-        started = time.monotonic()
-        got = run_duo(
-            workers,
-            info,
-            loops=loops,
-            values=max(sched.values, DUO_VALUES),
-            tmp=tmp,
-            n=i,
-            log=log,
-            timeout=max(deadline - started, 1.0),
-            clock=sched.clock,
-        )
+        started = clock()
+        spec = DuoSpec(loops=loops, values=values, n=i, tmp=tmp, clock=sched.clock)
+        got = executor.run_duo(workers, info, spec, log=log, timeout=max(deadline - started, 1.0))
         if isinstance(got, str):
             for s in SIDES:
                 data[s].ok, data[s].reason = False, got
@@ -158,7 +118,7 @@ def measure_duo(
             data[s].order.append(i)
         if progress:
             progress(i + 1)
-        now = time.monotonic()
+        now = clock()
         no_room = now + 3 * (now - started) + 0.5 > deadline
         if i + 1 >= sched.rounds and (
             now > soft_end or no_room or is_clear(data["base"].processes, data["head"].processes)

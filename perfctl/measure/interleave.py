@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import random
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfctl.measure import runner
+from perfctl.measure.executor import PYPERF, Executor, Job, ProcessSpec
 from perfctl.model import RegimeInfo
 
 SIDES = ("base", "head")
@@ -68,13 +68,13 @@ def calibrate_both(
     logs: dict[str, Path],
     data: dict[str, SideData],
     deadline: float,
+    executor: Executor = PYPERF,
 ) -> int:
     """One calibrated loop count for both sides (0 when neither side could run)."""
     # One loop count for both sides, so each value amortises the same loop overhead.
     for side in SIDES:
-        out = runner.calibrate(
-            workers[side], info, min_time=0.05, log=logs[side], timeout=deadline - time.monotonic()
-        )
+        job = Job(side, workers[side], info, logs[side])
+        out = executor.calibrate(job, min_time=0.05, timeout=deadline - executor.now())
         if out.ok:
             return out.loops
         data[side].ok, data[side].reason = False, out.reason
@@ -82,36 +82,31 @@ def calibrate_both(
 
 
 def _one(
-    workers: dict[str, runner.Worker],
-    info: RegimeInfo,
-    side: str,
+    executor: Executor,
+    job: Job,
     sched: Schedule,
     loops: int,
     tmp: Path,
     n: int,
-    logs: dict[str, Path],
     deadline: float,
     data: SideData,
 ) -> None:
-    out, metrics = tmp / f"{side}-{n}.json", tmp / f"{side}-metrics.jsonl"
-    res = runner.run_process(
-        workers[side],
-        info,
+    spec = ProcessSpec(
         loops=loops,
         warmups=sched.warmups,
         values=sched.values,
         min_time=sched.min_time,
-        out=out,
-        metrics=metrics,
-        log=logs[side],
-        timeout=max(deadline - time.monotonic(), 1.0),
+        out=tmp / f"{job.side}-{n}.json",
+        metrics=tmp / f"{job.side}-metrics.jsonl",
     )
+    res = executor.run_process(job, spec, timeout=max(deadline - executor.now(), 1.0))
     if not res.ok:
         data.ok, data.reason = False, res.reason
         return
     data.processes.extend(res.processes)
     data.order.extend([n] * len(res.processes))
-    data.files.append(out)
+    if res.pyperf_json is not None:
+        data.files.append(res.pyperf_json)
 
 
 def measure_pair(
@@ -122,28 +117,30 @@ def measure_pair(
     tmp: Path,
     is_clear: Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool],
     progress: Callable[[int], None] | None = None,
+    executor: Executor = PYPERF,
 ) -> dict[str, SideData]:
     """Measure one regime on both sides, interleaved; stops early once clear."""
     data = {s: SideData() for s in SIDES}
-    timeout = info.timeout or runner.DEFAULT_TIMEOUT
-    deadline = time.monotonic() + timeout
-    soft_end = time.monotonic() + sched.time_budget
-    loops = calibrate_both(workers, info, logs, data, deadline)
+    clock = executor.now
+    deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    soft_end = clock() + sched.time_budget
+    loops = calibrate_both(workers, info, logs, data, deadline, executor)
     if not loops:
         return data
     for side in SIDES:
         data[side].loops = loops
+    jobs = {s: Job(s, workers[s], info, logs[s]) for s in SIDES}
     rng, n = random.Random(sched.seed), 0
     for i in range(sched.max_rounds):
-        started = time.monotonic()
+        started = clock()
         for side in round_order(i, sched, rng):
-            _one(workers, info, side, sched, loops, tmp, n, logs, deadline, data[side])
+            _one(executor, jobs[side], sched, loops, tmp, n, deadline, data[side])
             n += 1
         if progress:
             progress(i + 1)
         if not (data["base"].ok and data["head"].ok):
             break
-        now = time.monotonic()
+        now = clock()
         # Optional rounds must never run into the regime's own timeout: that would turn
         # a regime whose timeout is shorter than the sampling budget into a failure.
         no_room = now + 3 * (now - started) + 0.5 > deadline  # rounds vary: keep a margin

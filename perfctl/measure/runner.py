@@ -268,3 +268,59 @@ def run_process(
 def status_of(outcome: Outcome) -> str:
     """OK or FAILED."""
     return OK if outcome.ok else FAILED
+
+
+# -- same-process pairing: one worker process holding both refs (measure/duo.py) --
+
+DUO = WORKERS / "duo.py"
+DUO_SIDES = ("base", "head")
+
+
+def roots(worker: Worker) -> list[str]:
+    """The importable paths that hold this ref's own code (its PYTHONPATH entries)."""
+    path = worker.env.get("PYTHONPATH", "")
+    return [p for p in path.split(os.pathsep) if p]
+
+
+def _duo_spec(
+    workers: dict[str, Worker], info: RegimeInfo, loops: int, values: int, n: int, clock: str
+) -> dict[str, object]:
+    base = workers["base"]
+    sides = {s: {"roots": roots(workers[s]), "cwd": str(workers[s].cwd)} for s in DUO_SIDES}
+    return {
+        "first": DUO_SIDES[n % 2],
+        "clock": clock,
+        "regime": info.name,
+        "files": [str(f) for f in base.files],
+        "loops": loops,
+        "ops": info.ops,
+        "warmups": 1,
+        "values": values,
+        "sides": sides,
+    }
+
+
+def run_duo(
+    workers: dict[str, Worker],
+    info: RegimeInfo,
+    *,
+    loops: int,
+    values: int,
+    tmp: Path,
+    n: int,
+    log: Path,
+    timeout: float,
+    clock: str = "wall",
+) -> dict[str, list[float]] | str:
+    """One duo process: per-op values of each side, or the reason it failed."""
+    spec_path, out = tmp / f"duo-{n}.spec.json", tmp / f"duo-{n}.json"
+    spec_path.write_text(json.dumps(_duo_spec(workers, info, loops, values, n, clock)))
+    base = workers["base"]
+    cmd = [str(base.python), str(DUO), str(spec_path), str(out)]
+    rc = spawn(cmd, cwd=base.cwd, env=worker_env(base), log=log, timeout=timeout)
+    if rc != 0 or not out.exists():
+        return failure_reason(log, rc, timeout)
+    data = json.loads(out.read_text())
+    if "error" in data:
+        return f"{data['error']} (log: {log})"
+    return {s: [float(v) for v in data[s]] for s in DUO_SIDES}

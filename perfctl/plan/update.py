@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from perfctl.config import Config
 from perfctl.errors import PerfctlError, PlanError
 from perfctl.files import check_output_file
+from perfctl.measure.executor import PYPERF, Executor
 from perfctl.model import Comparison, RefInfo, RegimeComparison
 from perfctl.plan import document as plandoc
 from perfctl.plan.document import PlanDoc
@@ -182,6 +183,7 @@ def update_plan(
     check: bool = False,
     settings: CompareSettings | None = None,
     progress: Progress | None = None,
+    executor: Executor = PYPERF,
 ) -> UpdateResult:
     """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
     check_output_file(path, "the plan")  # it is rewritten in place: never through a link
@@ -202,7 +204,8 @@ def update_plan(
     missing = tuple(p.id for p in spec.phases if p.status != PLANNED and found[p.id] is None)
     if measure and not check:
         for pid in missing:
-            found[pid] = _measure(config, spec, pid, settings, progress or (lambda _m: None))
+            say = progress or (lambda _m: None)
+            found[pid] = _measure(config, spec, pid, settings, say, executor)
     states = [_state(p, *refs[p.id], found[p.id]) for p in spec.phases]
     contents = _contents(spec, doc, states)
     changed = tuple(
@@ -306,7 +309,12 @@ def _pinned(
 
 
 def _measure(
-    config: Config, spec: PlanSpec, pid: str, settings: CompareSettings | None, say: Progress
+    config: Config,
+    spec: PlanSpec,
+    pid: str,
+    settings: CompareSettings | None,
+    say: Progress,
+    executor: Executor,
 ) -> Comparison:
     from perfctl.jobs.compare import compare_refs
 
@@ -324,6 +332,7 @@ def _measure(
             regimes=globs,
             settings=settings,
             progress=lambda m: say(f"phase {pid}: {m}"),
+            executor=executor,
         )
     except PerfctlError as exc:
         exc.message = f"phase {pid}: {exc.message}"  # same class, so the same exit code

@@ -51,6 +51,7 @@ from perfctl.model import (
     SideStats,
     Verdict,
 )
+from perfctl.stats.ranks import mann_whitney_asymptotic
 
 Processes = Sequence[Sequence[float]]
 
@@ -166,8 +167,9 @@ def _exact_method(base: np.ndarray, head: np.ndarray) -> bool:
 
 def _mann_whitney(base: np.ndarray, head: np.ndarray, exact: bool) -> float:
     # Rank-based, so one pathological process cannot drive the p-value.
-    method = "exact" if exact else "asymptotic"
-    p = float(sps.mannwhitneyu(base, head, alternative="two-sided", method=method).pvalue)
+    if not exact:
+        return mann_whitney_asymptotic(base, head)  # same statistic as scipy's, faster
+    p = float(sps.mannwhitneyu(base, head, alternative="two-sided", method="exact").pvalue)
     return 1.0 if math.isnan(p) else p
 
 

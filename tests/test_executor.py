@@ -1,0 +1,172 @@
+"""compare's orchestration logic driven by the fake executor (no worker processes).
+
+Sequential sampling, its stopping rule and guards, resume, failed sides and the
+verdict plumbing run here in milliseconds with scripted process values; the
+end-to-end tests in test_compare.py keep one real pyperf run of each feature.
+The unit tier (tests/conftest.py) holds these tests to starting no process but git.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perfctl.config import Config
+from perfctl.jobs.compare import CompareSettings, compare_refs, settings_for
+from perfctl.model import Comparison, RegimeComparison
+from tests.conftest import GitRepo
+from tests.fakes import Dist, FakeExecutor, Interrupted
+
+SLOWER = {("a", "work"): Dist(1e-3), ("b", "work"): Dist(1.5e-3)}
+
+
+def _project(root: Path) -> Config:
+    """A project whose regimes file exists; the fake never reads it."""
+    (root / "bench").mkdir(parents=True, exist_ok=True)
+    (root / "bench" / "regimes.py").write_text("# scripted by tests/fakes.py\n")
+    return Config(root=root, regimes=("bench/regimes.py",), state_dir=root / ".perfctl")
+
+
+def _settings(**kw: object) -> CompareSettings:
+    base: dict[str, object] = {"rounds": 3, "max_rounds": 60, "time_budget": 1e6, "values": 2}
+    return settings_for(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _row(c: Comparison, name: str) -> RegimeComparison:
+    return next(r for r in c.regimes if r.name == name)
+
+
+def _compare(
+    tmp_path: Path, fake: FakeExecutor, settings: CompareSettings, base: str = "a", head: str = "b"
+) -> Comparison:
+    return compare_refs(_project(tmp_path), base, head, settings=settings, executor=fake)
+
+
+def test_a_clear_regression_stops_early_and_is_regressed(tmp_path: Path) -> None:
+    fake = FakeExecutor(SLOWER)
+    c = _compare(tmp_path, fake, _settings())
+    row = _row(c, "work")
+    assert row.verdict == "regressed"
+    assert 3 <= fake.rounds() // 2 < 60  # stopped by the rule, not by max_rounds
+    assert len(row.base_values) == fake.rounds() // 2  # one value (mean) per process
+
+
+def test_a_smaller_alpha_needs_more_rounds(tmp_path: Path) -> None:
+    # Stopping on a change needs p < alpha / 50: the rank test reaches 0.001 with
+    # 7 processes a side, 2e-5 (alpha 0.001) only with 10.
+    rounds = {}
+    for alpha in (0.05, 0.001):
+        fake = FakeExecutor(SLOWER)
+        c = _compare(tmp_path / str(alpha), fake, _settings(alpha=alpha))
+        assert _row(c, "work").verdict == "regressed"
+        rounds[alpha] = fake.rounds() // 2
+    assert rounds[0.001] > rounds[0.05]
+
+
+def test_the_same_code_stops_inside_the_noise_band(tmp_path: Path) -> None:
+    same = {("a", "work"): Dist(1e-3, cv=0.002), ("b", "work"): Dist(1e-3, cv=0.002)}
+    fake = FakeExecutor(same)
+    c = _compare(tmp_path, fake, _settings())
+    assert _row(c, "work").verdict in ("no change", "within noise")
+    assert fake.rounds() // 2 < 60
+
+
+def test_the_time_budget_ends_sampling(tmp_path: Path) -> None:
+    noisy = {("a", "work"): Dist(1e-3, cv=0.3), ("b", "work"): Dist(1e-3, cv=0.3)}
+    fake = FakeExecutor(noisy, seconds=1.0)  # a round takes 2 s of the fake clock
+    _compare(tmp_path, fake, _settings(time_budget=10.0, max_rounds=400))
+    assert fake.rounds() // 2 == 6  # past 10 s after round 6: no further round
+
+
+def test_sampling_stops_short_of_the_regime_timeout(tmp_path: Path) -> None:
+    # The budget (120 s, up to 400 rounds) is far past the regime's own 10 s timeout,
+    # and no number of rounds makes the answer clear: only the timeout guard stops
+    # sampling, before a round could run into the timeout and fail the regime.
+    noisy = {("a", "work"): Dist(1e-3, cv=0.3), ("b", "work"): Dist(1e-3, cv=0.3)}
+    fake = FakeExecutor(noisy, seconds=0.5, timeout=10.0)
+    c = _compare(tmp_path, fake, _settings(time_budget=120.0, max_rounds=400))
+    row = _row(c, "work")
+    assert row.verdict != "failed", row.reason
+    assert 3 <= fake.rounds() // 2 < 30  # fewer than the futility stop's 30
+    assert fake.clock < 10.0
+
+
+def test_a_regime_failing_on_one_side_keeps_the_rest(tmp_path: Path) -> None:
+    dists = {**SLOWER, ("a", "new"): Dist(1e-3), ("b", "new"): Dist(1e-3)}
+    fake = FakeExecutor(dists, fail={("a", "new"): "RuntimeError: old implementation"})
+    c = _compare(tmp_path, fake, _settings())
+    assert _row(c, "new").verdict == "failed"
+    assert "old implementation" in (_row(c, "new").reason or "")
+    assert _row(c, "work").verdict == "regressed"
+
+
+def test_a_ref_whose_regimes_do_not_load_fails_only_there(tmp_path: Path) -> None:
+    fake = FakeExecutor(SLOWER, broken={"a": "bench/regimes.py:1: ImportError: toy"})
+    c = _compare(tmp_path, fake, _settings())
+    row = _row(c, "work")
+    assert row.verdict == "failed" and "ImportError: toy" in (row.reason or "")
+    assert fake.rounds() == 0
+
+
+def test_same_process_pairing_cancels_the_process_noise(tmp_path: Path) -> None:
+    # Process noise (CV 20%) that hides a 5% slowdown from independent processes
+    # cancels within each duo process.
+    dists = {("a", "work"): Dist(1e-3, cv=0.2), ("b", "work"): Dist(1.05e-3, cv=0.2)}
+    fake = FakeExecutor(dists)
+    c = _compare(tmp_path, fake, _settings(pairing="same-process"))
+    assert _row(c, "work").verdict == "regressed"
+    assert fake.rounds("duo") >= 3 and fake.rounds("process") == 0
+
+
+def test_confirm_remeasures_a_regression(tmp_path: Path) -> None:
+    fake = FakeExecutor(SLOWER)
+    settings = replace(_settings(), confirm=True)
+    c = _compare(tmp_path, fake, settings)
+    assert _row(c, "work").verdict == "regressed"
+    assert any("re-measured 1 flagged" in w for w in c.warnings)
+    assert fake.rounds("calibrate") == 2  # the measurement and its re-measure
+
+
+def _two_commits(repo: GitRepo) -> None:
+    repo.write("README.md", "one\n")
+    repo.commit("c1")
+    repo.tag("c1")
+    repo.write("README.md", "two\n")
+    repo.commit("c2")
+    repo.tag("c2")
+
+
+@pytest.mark.cli  # git for the commits that resume is keyed on
+def test_an_interrupted_comparison_resumes_where_it_stopped(git_repo: GitRepo) -> None:
+    _two_commits(git_repo)
+    dists = {(r, n): Dist(1e-3) for r in ("c1", "c2") for n in ("first", "second")}
+    settings = _settings(max_rounds=3)
+    fake = FakeExecutor(dists, interrupt_at=8)  # "first": calibrate + 3 rounds; "second": calibrate
+    with pytest.raises(Interrupted):
+        _compare(git_repo.path, fake, settings, "c1", "c2")
+    said: list[str] = []
+    again = FakeExecutor(dists)
+    c = compare_refs(
+        _project(git_repo.path), "c1", "c2", settings=settings, executor=again,
+        progress=said.append,
+    )  # fmt: skip
+    assert "resuming an interrupted comparison: 1 regime(s) already measured" in said
+    assert {name for _, _, name in again.calls} == {"second"}
+    assert {r.name for r in c.regimes} == {"first", "second"}
+    assert all(r.verdict != "failed" for r in c.regimes)
+
+
+@pytest.mark.parametrize(("head", "code"), [(1.5e-3, 1), (1e-3, 0)])
+def test_ci_gates_on_the_measured_verdict(tmp_path: Path, head: float, code: int) -> None:
+    from perfctl.jobs import ci
+
+    fake = FakeExecutor({("a", "work"): Dist(1e-3, cv=0.002), ("b", "work"): Dist(head, cv=0.002)})
+    out = tmp_path / "out"
+    opts = ci.CiOptions(
+        base="a", head="b", artifacts=out, fail_on_regression=True, settings=_settings()
+    )
+    outcome = ci.run_ci(_project(tmp_path), opts, {}, executor=fake)
+    assert outcome.exit_code == code
+    assert (out / "comparison.json").is_file() and "work" in (out / "comparison.md").read_text()
