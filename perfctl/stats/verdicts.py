@@ -98,6 +98,29 @@ def _shape_note(row: RegimeComparison) -> str:
     return "; " + "; ".join(notes) if notes else ""
 
 
+def _common(
+    results: Mapping[str, Mapping[str, RegimeResult]], name: str, seed: int
+) -> dict[str, Any]:
+    """The fields of a regime's row that do not depend on the test."""
+    b, h = results[name]["base"], results[name]["head"]
+    return dict(
+        family=b.family or h.family,
+        description=b.description or h.description,
+        base_status=b.status,
+        head_status=h.status,
+        base_values=b.processes,
+        head_values=h.processes,
+        base_order=b.order,
+        head_order=h.order,
+        baseline=b.baseline or h.baseline,
+        metrics_base=b.metrics,
+        metrics_head=h.metrics,
+        clock=h.clock if h.status == OK else b.clock,
+        base=_side_stats(results, name, "base", seed),
+        head=_side_stats(results, name, "head", seed),
+    )
+
+
 def decide_all(
     results: Mapping[str, Mapping[str, RegimeResult]],
     *,
@@ -120,22 +143,7 @@ def decide_all(
     noise: dict[str, float] = {}  # paired: the spread of the ratios, for both sides
     for name, sides in results.items():
         b, h = sides["base"], sides["head"]
-        common: dict[str, Any] = dict(
-            family=b.family or h.family,
-            description=b.description or h.description,
-            base_status=b.status,
-            head_status=h.status,
-            base_values=b.processes,
-            head_values=h.processes,
-            base_order=b.order,
-            head_order=h.order,
-            baseline=b.baseline or h.baseline,
-            metrics_base=b.metrics,
-            metrics_head=h.metrics,
-            clock=h.clock if h.status == OK else b.clock,
-            base=_side_stats(results, name, "base", seed),
-            head=_side_stats(results, name, "head", seed),
-        )
+        common = _common(results, name, seed)
         if b.status != OK or h.status != OK or not b.processes or not h.processes:
             rows[name] = _unmeasured(name, b, h, common)
             continue
