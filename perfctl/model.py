@@ -165,6 +165,9 @@ class RegimeResult:
     params: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     loops: int = 0
+    # What ``processes`` count: "s" (seconds per op, the default), "instructions/op"
+    # or "blocks/op" (``--measure instructions|memory``, one value per process).
+    unit: str = "s"
     clock: str = "wall"  # what the values time: "wall", or "device" (the regime's own events)
 
     @property
@@ -232,6 +235,7 @@ class RegimeComparison:
     metrics_base: dict[str, float] = field(default_factory=dict)
     metrics_head: dict[str, float] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)  # e.g. flamegraph paths
+    unit: str = "s"  # of the values and SideStats "*_s" figures: see RegimeResult.unit
     clock: str = "wall"
 
 

@@ -16,7 +16,15 @@ from perfctl.cli.common import (
     guarded,
     out_console,
 )
-from perfctl.cli.measure import GlobOpt, LockWaitOpt, RegimesOpt, SubjectOpt, parse_subjects
+from perfctl.cli.measure import (
+    GlobOpt,
+    LockWaitOpt,
+    Measure,
+    MeasureOpt,
+    RegimesOpt,
+    SubjectOpt,
+    parse_subjects,
+)
 from perfctl.errors import EXIT_REGRESSION, UsageError
 from perfctl.jobs.shard import parse_shard
 from perfctl.model import Comparison
@@ -108,6 +116,7 @@ def compare_cmd(
             "single-threaded regimes that wait on nothing).",
         ),
     ] = Clock.wall,
+    measure: MeasureOpt = Measure.time,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -166,6 +175,10 @@ def compare_cmd(
     from perfctl.config import load_config
     from perfctl.jobs import compare
 
+    if measure == Measure.instructions:
+        from perfctl.measure.counters import require_valgrind
+
+        require_valgrind()  # before any environment is built
     config = load_config(project)
     settings = compare.settings_for(
         config=config,
@@ -182,6 +195,7 @@ def compare_cmd(
         seed=seed,
         pairing=pairing.value,
         clock=clock.value,
+        measure=measure.value,
         shard=parse_shard(shard, shard_run) if shard else None,
         confirm=confirm,
         rebuild=rebuild,
@@ -242,14 +256,9 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
             console.print(metrics)
         for line in comparison_notes(c):
             console.print(render.esc(line))
-        test = (
-            "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
-            if c.settings.get("pairing") == "same-process"
-            else "Mann–Whitney U on per-process means"
-        )
         err.print(
-            f"Verdicts: {test}, Benjamini–Hochberg corrected "
-            f"across {_families(c)}; change CI must clear ±{c.threshold * 100:.0f}%."
+            f"Verdicts: {render.verdict_test(c)}, Benjamini–Hochberg corrected "
+            f"across {_families(c)}; change CI must clear ±{c.threshold * 100:g}%."
         )
         for w in c.warnings:
             err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -45,6 +46,24 @@ LockWaitOpt = Annotated[
         help="Seconds to wait for another perfctl process holding the project lock.",
     ),
 ]
+
+
+class Measure(StrEnum):
+    """What a worker process measures: wall time, or a counter of the timed loop."""
+
+    time = "time"
+    instructions = "instructions"
+    memory = "memory"
+
+
+MeasureOpt = Annotated[
+    Measure,
+    typer.Option(
+        "--measure",
+        help="time (pyperf wall time); instructions: callgrind instructions/op of the "
+        "timed loop (needs valgrind); memory: tracemalloc blocks/bytes per op and peaks.",
+    ),
+]
 SubjectOpt = Annotated[
     list[str] | None,
     typer.Option("--subject", help="Point a family at your own subject: FAMILY=module:factory."),
@@ -82,6 +101,15 @@ def precision_for(
         values=values or base.values,
         min_time=min_time or base.min_time,
     )
+
+
+def _processes(given: int | None, measure: Measure) -> int | None:
+    """Counters take 3 processes unless --processes says otherwise (their CV is ~0)."""
+    if given is not None or measure == Measure.time:
+        return given
+    from perfctl.measure.counters import PROCESSES
+
+    return PROCESSES
 
 
 @guarded
@@ -152,6 +180,7 @@ def run_cmd(
         float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
     ] = None,
     subject: SubjectOpt = None,
+    measure: MeasureOpt = Measure.time,
     lock_wait: LockWaitOpt = 600.0,
     fmt: Annotated[
         TableOrJson, typer.Option("--format", help="Output format.")
@@ -167,14 +196,19 @@ def run_cmd(
     from perfctl.jobs.run import RunOptions, run_checkout
     from perfctl.render import tables as render
 
+    if measure == Measure.instructions:
+        from perfctl.measure.counters import require_valgrind
+
+        require_valgrind()  # before any environment is built
     config = load_config(project, standalone=bool(regimes))
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
         family=family,
-        precision=precision_for(fast, rigorous, processes, values, min_time),
+        precision=precision_for(fast, rigorous, _processes(processes, measure), values, min_time),
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
+        measure=measure.value,
     )
     err = err_console()
     with err.status("measuring") as status:

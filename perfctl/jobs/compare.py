@@ -18,7 +18,7 @@ from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError, UsageError
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.jobs.shard import Shard, split
-from perfctl.measure import duo, interleave, runner
+from perfctl.measure import counters, duo, interleave, runner
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
 from perfctl.measure.machine import busy_warning, load_average
@@ -91,6 +91,7 @@ def settings_for(
     seed: int = 0,
     pairing: str = "process",
     clock: str = "wall",
+    measure: str = "time",
     **kw: object,
 ) -> CompareSettings:
     """The settings chosen by flags: a preset, then config keys, then flags win.
@@ -117,6 +118,10 @@ def settings_for(
             "same-process pairing needs install = false (both refs run from source)",
             "use --pairing process (the default) for this project",
         )
+    if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
+        threshold, rounds, max_rounds = counters.counter_settings(
+            pairing, threshold, rounds, max_rounds
+        )
     if config is not None:
         if not (fast or rigorous):
             rounds = rounds if rounds is not None else config.rounds
@@ -138,6 +143,7 @@ def settings_for(
         seed=seed,
         pairing=pairing,
         clock=clock,
+        measure=measure,
         threshold=threshold if threshold is not None else sched.threshold,
     )
     return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)  # type: ignore[arg-type]
@@ -342,7 +348,11 @@ def _measure_regime(
         say(f"{name}: round {r}")
 
     with interleave.workdir() as tmp:
-        if paired:
+        if settings.schedule.measure != "time":
+            data = counters.measure_pair(
+                workers, info, settings.schedule, logs, Path(tmp), say_round
+            )
+        elif paired:
             data = duo.measure_same_process(
                 workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
             )
@@ -411,8 +421,9 @@ def _result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> R
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if d.ok else Status.FAILED,
+        status=OK if d.ok else Status.SKIPPED if d.skipped else Status.FAILED,
         ops=info.ops,
+        unit=d.unit,
         processes=tuple(d.processes),
         order=tuple(d.order),
         reason=d.reason,

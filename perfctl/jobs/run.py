@@ -29,6 +29,8 @@ class RunOptions:
     precision: runner.Precision = runner.DEFAULT
     subjects: tuple[tuple[str, str], ...] = ()  # --subject family=module:factory
     lock_wait: float = 600.0
+    # "time" (pyperf), "instructions" (callgrind) or "memory" (tracemalloc): measure/counters.py
+    measure: str = "time"
 
 
 def subjects_env(config: Config, cli: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -80,8 +82,9 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
     return RegimeResult(
         name=info.name,
         family=info.family,
-        status=OK if outcome.ok else Status.FAILED,
+        status=OK if outcome.ok else Status.SKIPPED if outcome.skipped else Status.FAILED,
         ops=info.ops,
+        unit=outcome.unit,
         processes=outcome.processes,
         order=tuple(range(len(outcome.processes))),
         reason=outcome.reason,
@@ -112,11 +115,15 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
     )
     worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
     store = open_store(config.state_dir, config.store_url)
-    settings = {"precision": options.precision.name, **options.precision.__dict__}
+    settings = {
+        "precision": options.precision.name,
+        **options.precision.__dict__,
+        "measure": options.measure,
+    }
     with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)
         store.begin_run(run)
-        failed = _measure_all(store, run, worker, infos, options.precision, config, progress)
+        failed = _measure_all(store, run, worker, infos, options, config, progress)
         return store.finish_run(run.id, "failed" if failed else "complete")
 
 
@@ -125,7 +132,7 @@ def _measure_all(
     run: Run,
     worker: runner.Worker,
     infos: list[RegimeInfo],
-    precision: runner.Precision,
+    options: RunOptions,
     config: Config,
     progress: Progress | None,
 ) -> bool:
@@ -138,13 +145,26 @@ def _measure_all(
             continue
         log = config.state_dir / "logs" / run.id / f"{_slug(info.name)}.log"
         with tempfile.TemporaryDirectory(prefix="perfctl-run-") as tmp:
-            outcome = runner.measure(worker, info, precision, log=log, workdir=Path(tmp))
+            outcome = _measure_one(worker, info, options, log, Path(tmp))
             result = to_result(info, outcome, log)
             store.save_result(run.id, result, outcome.pyperf_json)
-        failed |= not outcome.ok
+        failed |= not (outcome.ok or outcome.skipped)
     if progress:
         progress("", len(infos), len(infos))
     return failed
+
+
+def _measure_one(
+    worker: runner.Worker, info: RegimeInfo, options: RunOptions, log: Path, tmp: Path
+) -> runner.Outcome:
+    """pyperf's wall time, or a counter (one value per process) with ``--measure``."""
+    if options.measure == "time":
+        return runner.measure(worker, info, options.precision, log=log, workdir=tmp)
+    from perfctl.measure import counters
+
+    return counters.measure_run(
+        worker, info, options.measure, options.precision.processes, log, tmp
+    )
 
 
 def _slug(name: str) -> str:

@@ -41,6 +41,9 @@ class Schedule:
     clock: str = "wall"
     seed: int = 0
     threshold: float = 0.02
+    # "time" (pyperf wall time), or a counter: "instructions" (callgrind) or "memory"
+    # (tracemalloc), one value per process, measured by measure/counters.py.
+    measure: str = "time"
 
 
 @dataclass
@@ -53,6 +56,8 @@ class SideData:
     ok: bool = True
     reason: str = ""
     loops: int = 0
+    unit: str = "s"  # what the values count: seconds/op, instructions/op, blocks/op
+    skipped: bool = False  # it cannot be measured this way (not a failure of the regime)
 
 
 def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:

@@ -88,6 +88,8 @@ class Outcome:
     pyperf_json: Path | None = None
     reason: str = ""
     metrics: dict[str, float] | None = None
+    unit: str = "s"  # seconds/op, or a counter's unit (measure/counters.py)
+    skipped: bool = False  # cannot be measured this way (e.g. not under callgrind)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

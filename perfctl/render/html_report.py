@@ -134,6 +134,13 @@ def _settings(c: Comparison) -> list[tuple[str, str]]:
     ]
 
 
+def _per_op(value: float | None, unit: str) -> str:
+    """Time per op, or a counter with its unit (``--measure instructions|memory``)."""
+    from perfctl.render.tables import fmt_value
+
+    return format_per_op(value) if unit == "s" or value is None else fmt_value(value, unit)
+
+
 def _row(r: RegimeComparison, ids: IdMaker) -> dict[str, Any]:
     base = r.base.median_s if r.base else None
     head = r.head.median_s if r.head else None
@@ -147,8 +154,8 @@ def _row(r: RegimeComparison, ids: IdMaker) -> dict[str, Any]:
         "verdict_slug": slug(r.verdict),
         "rank": VERDICTS.index(r.verdict) if r.verdict in VERDICTS else len(VERDICTS),
         "reason": r.reason,
-        "base": format_per_op(base),
-        "head": format_per_op(head),
+        "base": _per_op(base, r.unit),
+        "head": _per_op(head, r.unit),
         "base_sort": sortable(base),
         "head_sort": sortable(head),
         "change": format_change(r.change),

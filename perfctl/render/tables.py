@@ -54,6 +54,14 @@ def fmt_time(seconds: float | None) -> str:
     return f"{seconds:.3g} s"
 
 
+def fmt_value(value: float | None, unit: str = "s") -> str:
+    """Seconds per op as :func:`fmt_time`; a counter with its unit (``12,345 instructions/op``)."""
+    if unit == "s" or value is None:
+        return fmt_time(value)
+    shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+    return f"{shown} {unit}"
+
+
 def fmt_pct(x: float | None, signed: bool = True) -> str:
     """``0.051`` -> ``+5.1%``."""
     if x is None:
@@ -110,6 +118,7 @@ def run_rows(run: Run) -> list[dict[str, Any]]:
                 "warning": warn,
                 "reason": r.reason,
                 "metrics": r.metrics,
+                "unit": r.unit,
                 "processes": len(r.processes),
                 "values": len(r.values),
             }
@@ -126,7 +135,7 @@ def format_run_table(run: Run) -> Any:
     )
     for col, just in (
         ("Regime", "left"),
-        ("Time/op", "right"),
+        (_value_header(run), "right"),
         ("IQR", "right"),
         ("ops/s", "right"),
         ("vs baseline", "right"),
@@ -140,13 +149,15 @@ def format_run_table(run: Run) -> Any:
                 esc(row["regime"]), row["status"], "", "", "", esc(row["reason"]), style=style
             )
             continue
-        iqr = f"{fmt_time(row['q1_s'])} – {fmt_time(row['q3_s'])}"
-        ops = f"{row['ops_per_s']:,.0f}" if row["ops_per_s"] else "—"
+        unit = row["unit"]
+        q1, q3 = (fmt_value(row[k], unit).removesuffix(f" {unit}") for k in ("q1_s", "q3_s"))
+        iqr = f"{q1} – {q3}"
+        ops = f"{row['ops_per_s']:,.0f}" if row["ops_per_s"] and unit == "s" else "—"
         shown = ", ".join(f"{k}={v:.4g}" for k, v in row["metrics"].items())
         note = "; ".join(x for x in (row["warning"], shown) if x)
         table.add_row(
             esc(row["regime"]),
-            fmt_time(row["median_s"]),
+            fmt_value(row["median_s"], unit),
             iqr,
             ops,
             fmt_ratio(row["vs_baseline"]),
@@ -154,6 +165,12 @@ def format_run_table(run: Run) -> Any:
             style="yellow" if row["warning"] else None,
         )
     return table
+
+
+def _value_header(run: Run) -> str:
+    """``Time/op``, or the counter's unit when the run measured one (``Instructions/op``)."""
+    units = {r.unit for r in run.results if r.unit != "s"}
+    return next(iter(units)).capitalize() if len(units) == 1 else "Time/op"
 
 
 def format_run_json(run: Run) -> str:
@@ -177,7 +194,7 @@ def side_cell(r: RegimeComparison, side: str) -> str:
     status = r.base_status if side == "base" else r.head_status
     if status != "ok" or stats is None:
         return status
-    return fmt_time(stats.median_s)
+    return fmt_value(stats.median_s, r.unit)
 
 
 CORRECTION_NAMES = {"benjamini-hochberg": "Benjamini–Hochberg"}
@@ -280,6 +297,20 @@ def format_metrics_table(c: Comparison) -> Any:
     return table
 
 
+def verdict_test(c: Comparison) -> str:
+    """The test the comparison's verdicts rest on, in words."""
+    if c.settings.get("measure", "time") != "time":
+        return f"Welch's t on per-process {c.settings['measure']} counts"
+    if c.settings.get("pairing") == "same-process":
+        return "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
+    return "Mann–Whitney U on per-process means"
+
+
+def _estimator(c: Comparison) -> str:
+    counted = c.settings.get("measure", "time") != "time"
+    return "relative change of the means" if counted else "Hodges–Lehmann change"
+
+
 def format_compare_markdown(c: Comparison) -> str:
     """The seeds' layout: | Regime | Before | After | Change | plus the verdict."""
     lines = [
@@ -296,9 +327,9 @@ def format_compare_markdown(c: Comparison) -> str:
         )
     lines += [
         "",
-        f"_Verdicts: Mann–Whitney U on per-process means, {md_escape(correction_name(c.correction))} "
-        f"corrected (α = {c.alpha}), Hodges–Lehmann change with 95% CI, noise band ±"
-        f"{c.threshold * 100:.0f}%._",
+        f"_Verdicts: {verdict_test(c)}, {md_escape(correction_name(c.correction))} "
+        f"corrected (α = {c.alpha}), {_estimator(c)} with 95% CI, noise band ±"
+        f"{c.threshold * 100:g}%._",
     ]
     metrics = metric_rows(c)
     if metrics:

@@ -30,7 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from perfctl.stats.decision import Change, process_means
+from perfctl.stats.decision import Change
+from perfctl.stats.summary import process_means
 
 # scipy computes the exact signed-rank distribution up to 50 pairs; the same
 # bound keeps the p-value and the interval on one null distribution.

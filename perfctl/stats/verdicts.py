@@ -14,7 +14,7 @@ adjusted significance of a real change), so they are corrected among themselves.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfctl.model import (
     FAILED,
@@ -25,6 +25,9 @@ from perfctl.model import (
     RegimeResult,
     SideStats,
 )
+
+if TYPE_CHECKING:
+    from perfctl.stats.decision import Change
 
 
 def _baseline_median(
@@ -50,9 +53,30 @@ def _side_stats(
     return stats.summarize(r.processes, baseline_median=base_med, seed=seed)
 
 
+def _test(b: RegimeResult, h: RegimeResult, pairing: str, seed: int) -> tuple[Change, float | None]:
+    """The change test for one regime, and the paired spread when it replaces the CVs."""
+    from perfctl.stats import counters, paired
+    from perfctl.stats import decision as stats
+
+    if b.unit != "s":
+        # Counters (instructions, blocks): a t interval, as 3 processes a side must do.
+        return counters.compare_counts(b.processes, h.processes), None
+    if pairing == "same-process":
+        change = paired.compare_paired(b.processes, h.processes)
+        return change, paired.ratio_cv(b.processes, h.processes)
+    return stats.compare_sides(b.processes, h.processes, seed=seed), None
+
+
 def _unmeasured(
     name: str, b: RegimeResult, h: RegimeResult, common: dict[str, Any]
 ) -> RegimeComparison:
+    if b.unit != h.unit and b.status == OK and h.status == OK:
+        reason = f"base measured {b.unit}, head {h.unit}: not comparable"
+        return RegimeComparison(name=name, verdict=FAILED, reason=reason, **common)
+    if b.clock != h.clock and b.status == OK and h.status == OK:
+        # Device time against wall time is no change at all.
+        why = f"not comparable: base timed on the {b.clock} clock, head on the {h.clock} clock"
+        return RegimeComparison(name=name, verdict=FAILED, reason=why, **common)
     failed = [(s, r) for s, r in (("base", b), ("head", h)) if r.status == FAILED]
     if failed:
         reason = "; ".join(f"{s}: {r.reason}" for s, r in failed)
@@ -101,7 +125,7 @@ def _shape_note(row: RegimeComparison) -> str:
 def _common(
     results: Mapping[str, Mapping[str, RegimeResult]], name: str, seed: int
 ) -> dict[str, Any]:
-    """The fields of a regime's row that do not depend on the test."""
+    """The fields of a regime's row that do not depend on the verdict."""
     b, h = results[name]["base"], results[name]["head"]
     return dict(
         family=b.family or h.family,
@@ -118,6 +142,7 @@ def _common(
         clock=h.clock if h.status == OK else b.clock,
         base=_side_stats(results, name, "base", seed),
         head=_side_stats(results, name, "head", seed),
+        unit=b.unit if b.status == OK else h.unit,
     )
 
 
@@ -136,7 +161,6 @@ def decide_all(
     ratios (:mod:`perfctl.stats.paired`) and their spread is the noise judged.
     """
     from perfctl.stats import decision as stats
-    from perfctl.stats import paired
 
     rows: dict[str, RegimeComparison] = {}
     tested: dict[str, stats.Change] = {}
@@ -144,18 +168,19 @@ def decide_all(
     for name, sides in results.items():
         b, h = sides["base"], sides["head"]
         common = _common(results, name, seed)
-        if b.status != OK or h.status != OK or not b.processes or not h.processes:
+        if (
+            b.status != OK
+            or h.status != OK
+            or not b.processes
+            or not h.processes
+            or b.unit != h.unit
+            or b.clock != h.clock
+        ):
             rows[name] = _unmeasured(name, b, h, common)
             continue
-        if b.clock != h.clock:  # device time against wall time is no change at all
-            why = f"not comparable: base timed on the {b.clock} clock, head on the {h.clock} clock"
-            rows[name] = RegimeComparison(name=name, verdict=FAILED, reason=why, **common)
-            continue
-        if pairing == "same-process":
-            tested[name] = paired.compare_paired(b.processes, h.processes)
-            noise[name] = paired.ratio_cv(b.processes, h.processes)
-        else:
-            tested[name] = stats.compare_sides(b.processes, h.processes, seed=seed)
+        tested[name], spread = _test(b, h, pairing, seed)
+        if spread is not None:
+            noise[name] = spread
         rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
     adjusted = adjust({n: c.p_value for n, c in tested.items()}, references(results))
     for name, change in tested.items():

@@ -1,0 +1,35 @@
+"""``--measure memory``: what a regime's timed loop allocates, through tracemalloc.
+
+The counter worker (``measure/workers/counters.py --mode memory``) runs N loops,
+then N more, reading tracemalloc after each. The value of a process is the
+**blocks per op allocated by the second N loops and still alive at their end**
+(what a loop keeps: cached results, grown containers, leaks). It is exact to the
+block, free of what set-up and the first, cache-filling calls allocated, and
+free of tracemalloc's own snapshots, which are the same in both readings.
+Beside it: bytes per op, the peak of traced memory during the loops above their
+start, and the process's peak RSS (set-up included, as asv's ``peakmem_``).
+
+Limits: tracemalloc sees Python's allocators only, not native ``malloc`` inside
+extensions; and a block allocated and freed within the loop is not counted
+(tracemalloc keeps live blocks, not a running total), so temporaries show in
+``peak_traced_bytes`` only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perfctl.measure import runner
+
+VALUE = "alloc_blocks_per_op"  # the figure verdicts are given on
+
+
+def memory_figures(
+    cmd: list[str], worker: runner.Worker, env: dict[str, str], out: Path, log: Path, timeout: float
+) -> dict[str, float] | str:
+    """Run one memory worker process (writing ``out``): its figures, or why it failed."""
+    rc = runner.spawn(cmd, cwd=worker.cwd, env=env, log=log, timeout=timeout)
+    if rc != 0 or not out.exists():
+        return runner.failure_reason(log, rc, timeout)
+    return {k: float(v) for k, v in json.loads(out.read_text()).items()}

@@ -1,0 +1,270 @@
+"""`--measure instructions|memory`: callgrind and tracemalloc counters beside wall time.
+
+The slow tests run real valgrind and real worker processes; they assert counts
+that are exact by construction (allocations) or verdicts, never timings.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfctl.measure import counters
+from perfctl.model import RegimeInfo
+from perfctl.stats.counters import compare_counts
+from perfctl.stats.decision import decide
+from tests.conftest import GitRepo, run_cli
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed"
+)
+
+PYPROJECT = """\
+[project]
+name = "toy"
+version = "0.1"
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+install = false
+"""
+
+# work() does N squarings and keeps KEEP objects per call: c2 doubles both.
+CODE = """\
+KEPT = []
+def work():
+    s = 0
+    for i in range({n}):
+        s += i * i
+    KEPT.extend([object() for _ in range({keep})])
+    return s
+"""
+
+REGIMES = """\
+from perfctl import regime
+import toy
+
+@regime(family="toy", ops=1)
+def work():
+    \"\"\"Call toy.work once.\"\"\"
+    return toy.work
+
+@regime(family="toy", ops=1)
+def steady():
+    \"\"\"Code that no commit changes.\"\"\"
+    return lambda: sum(range(300))
+"""
+
+STANDALONE = """\
+from perfctl import regime
+
+@regime(family="alloc", ops=2)
+def keep_three():
+    \"\"\"Keeps three objects per call; a call is two ops.\"\"\"
+    kept = []
+    return lambda: kept.extend((object(), object(), object()))
+
+@regime(family="alloc", ops=1)
+def sort_once():
+    data = list(range(300))
+    return lambda: sorted(data, reverse=True)
+
+@regime(family="alloc", ops=1)
+def sort_twice():
+    data = list(range(300))
+    def run():
+        sorted(data, reverse=True)
+        sorted(data, reverse=True)
+    return run
+"""
+
+
+# -- the decision on counts (milliseconds) --------------------------------------------
+def _verdict(base: list[float], head: list[float]) -> str:
+    change = compare_counts([(v,) for v in base], [(v,) for v in head])
+    verdict, _ = decide(change, change.p_value, threshold=0.005, alpha=0.05, base_cv=0, head_cv=0)
+    return verdict
+
+
+def test_three_processes_a_side_detect_one_percent() -> None:
+    # Mann-Whitney cannot reach p < 0.05 with 3 vs 3; the t interval on counts can.
+    assert _verdict([1000.0, 1000.2, 999.9], [1010.1, 1010.0, 1009.8]) == "regressed"
+    assert _verdict([1000.0, 1000.2, 999.9], [990.0, 990.1, 989.9]) == "improved"
+
+
+def test_identical_counts_are_no_change_and_zero_spread_is_a_point() -> None:
+    assert _verdict([5000.0] * 3, [5000.0] * 3) == "no change"
+    change = compare_counts([(5000.0,)] * 3, [(5100.0,)] * 3)
+    assert (change.ci_low, change.ci_high, change.p_value) == (0.02, 0.02, 0.0)
+
+
+def test_a_base_of_zero_blocks_is_floored_at_one() -> None:
+    change = compare_counts([(0.0,)] * 3, [(2.0,)] * 3)
+    assert change.change == pytest.approx(2.0)
+    assert _verdict([0.0] * 3, [0.0] * 3) == "no change"
+
+
+def test_valgrind_complaint_is_a_skip_not_a_failure(tmp_path: Path) -> None:
+    log = tmp_path / "w.log"
+    log.write_text("old\n==1== valgrind: Unrecognised instruction\n")
+    start = log.stat().st_size
+    with log.open("a") as fh:
+        fh.write("vex amd64->IR: unhandled instruction bytes: 0x62 0xF1\n")
+    got = counters._failed(log, start, 1, 10.0)
+    assert got.skipped and "cannot run under callgrind: vex amd64->IR" in got.reason
+
+
+def test_gpu_regime_is_skipped_under_callgrind_only() -> None:
+    info = RegimeInfo("g", "f", {}, 1, None, ("gpu",), "", "")
+    assert "needs a GPU" in (counters.skip_reason(info, "instructions") or "")
+    assert counters.skip_reason(info, "memory") is None
+
+
+def test_missing_valgrind_is_an_error_with_the_install_hint(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "r.py").write_text(STANDALONE)
+    proc = run_cli(
+        "run", "--regimes", "r.py", "--measure", "instructions",
+        cwd=tmp_path, env={"PATH": str(tmp_path / "bin")},
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "Error: valgrind is not installed (--measure instructions runs regimes under callgrind)",
+        "Hint: apt-get install valgrind",
+    ]
+
+
+# -- real processes ----------------------------------------------------------------
+def _run_rows(tmp_path: Path, *args: str) -> dict[str, dict]:
+    (tmp_path / "r.py").write_text(STANDALONE)
+    proc = run_cli("run", "--regimes", "r.py", *args, "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return {r["regime"]: r for r in json.loads(proc.stdout)["rows"]}
+
+
+@pytest.mark.slow
+def test_memory_blocks_per_op_are_exact(tmp_path: Path) -> None:
+    rows = _run_rows(tmp_path, "--measure", "memory", "--regime", "keep_three")
+    row = rows["keep_three"]
+    # Three objects per call of two ops, in every process: exact to the block.
+    assert row["unit"] == "blocks/op" and row["median_s"] == 1.5 and row["cv"] == 0
+    assert row["metrics"]["alloc_blocks_per_op"] == 1.5
+    assert row["metrics"]["peak_rss_bytes"] > 0
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_instructions_agree_across_processes_and_double_with_the_work(tmp_path: Path) -> None:
+    rows = _run_rows(tmp_path, "--measure", "instructions", "--regime", "sort_*")
+    once, twice = rows["sort_once"], rows["sort_twice"]
+    assert once["unit"] == "instructions/op" and once["processes"] == 3
+    assert once["cv"] < 0.001 and twice["cv"] < 0.001  # A/A across processes
+    assert 1.8 < twice["median_s"] / once["median_s"] < 2.2
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """c1 (300 squarings, keeps 1 object), c2 (600 squarings, keeps 2 objects per call)."""
+    path = tmp_path_factory.mktemp("counters") / "proj"
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("bench/regimes.py", REGIMES)
+    r.write("toy/__init__.py", CODE.format(n=300, keep=1))
+    r.commit("c1")
+    r.tag("c1")
+    r.write("toy/__init__.py", CODE.format(n=600, keep=2))
+    r.commit("c2")
+    r.tag("c2")
+    return r
+
+
+def _compare(repo: GitRepo, measure: str, *extra: str) -> dict[str, dict]:
+    proc = run_cli(
+        "compare", "c1", "c2", "--measure", measure, *extra, "--format", "json", cwd=repo.path
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["threshold"] == 0.005 and data["settings"]["measure"] == measure
+    return {r["name"]: r for r in data["regimes"]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # 12 callgrind processes: minutes on a loaded 2-core VM
+@needs_valgrind
+def test_compare_instructions_regressed(repo: GitRepo) -> None:
+    # One regime only: A/A agreement is checked by the `run` test above, more cheaply.
+    rows = _compare(repo, "instructions", "--regime", "work")
+    assert rows["work"]["verdict"] == "regressed", rows["work"]["reason"]
+    assert rows["work"]["unit"] == "instructions/op"
+    assert len(rows["work"]["base_values"]) == 3
+    assert 1.5 < rows["work"]["change"] + 1 < 2.2  # twice the squarings, more appends
+    table = run_cli("compare", "c1", "c2", "--from-store", cwd=repo.path)
+    assert "instructions/op" in table.stdout
+
+
+@pytest.mark.slow
+def test_compare_memory_detects_one_more_block_per_op(repo: GitRepo) -> None:
+    rows = _compare(repo, "memory")
+    work = rows["work"]
+    assert work["verdict"] == "regressed", work["reason"]
+    assert work["metrics_base"]["alloc_blocks_per_op"] == 1.0
+    assert work["metrics_head"]["alloc_blocks_per_op"] == 2.0
+    assert rows["steady"]["verdict"] == "no change", rows["steady"]["reason"]
+
+
+def test_tables_name_the_unit_and_the_test() -> None:
+    from perfctl.model import OK, Comparison, Machine, RefInfo, RegimeResult
+    from perfctl.render.tables import format_compare_markdown
+    from perfctl.stats.verdicts import decide_all
+
+    sides = {
+        s: RegimeResult("r", "f", OK, processes=((v,),) * 3, unit="instructions/op")
+        for s, v in (("base", 12345.0), ("head", 24690.0))
+    }
+    row = decide_all({"r": sides}, threshold=0.005, alpha=0.05)[0]
+    assert row.verdict == "regressed" and row.unit == "instructions/op"
+    machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+    c = Comparison(
+        "id", "now", RefInfo("a", "1" * 40), RefInfo("b", "2" * 40), machine, (row,),
+        settings={"measure": "instructions"}, threshold=0.005,
+    )  # fmt: skip
+    md = format_compare_markdown(c)
+    assert "| r | 12,345 instructions/op | 24,690 instructions/op | +100.0%" in md
+    assert "Welch's t on per-process instructions counts" in md and "±0.5%" in md
+    from perfctl.render.html_report import comparison_context
+
+    html_row = comparison_context(c, Path("."), Path("."))["rows"][0]
+    assert (html_row["base"], html_row["head"]) == (
+        "12,345 instructions/op",
+        "24,690 instructions/op",
+    )
+
+
+def test_a_time_run_against_a_counter_run_is_not_compared() -> None:
+    from perfctl.model import OK, RegimeResult
+    from perfctl.stats.verdicts import decide_all
+
+    base = RegimeResult("r", "f", OK, processes=((1e-6,),) * 3)
+    head = RegimeResult("r", "f", OK, processes=((5000.0,),) * 3, unit="instructions/op")
+    row = decide_all({"r": {"base": base, "head": head}}, threshold=0.02, alpha=0.05)[0]
+    assert row.verdict == "failed"
+    assert row.reason == "base measured s, head instructions/op: not comparable"
+
+
+def test_counter_settings_band_rounds_and_pairing() -> None:
+    from perfctl.config import Config
+    from perfctl.errors import UsageError
+    from perfctl.jobs.compare import settings_for
+
+    config = Config(root=Path("."), install=False)
+    s = settings_for(config=config, measure="instructions")
+    assert (s.threshold, s.schedule.rounds, s.schedule.measure) == (0.005, 3, "instructions")
+    assert settings_for(config=config, measure="memory", threshold=0.01, rounds=5).threshold == 0.01
+    assert settings_for(config=config).threshold == 0.02  # wall time keeps its band
+    with pytest.raises(UsageError, match="own processes"):
+        settings_for(config=config, measure="instructions", pairing="same-process")
