@@ -207,13 +207,7 @@ def compare_cmd(
         lock_wait=lock_wait,
     )
     err = err_console()
-    if shard and from_store:
-        raise UsageError("--shard measures; --from-store does not", "drop one of them")
-    if (comparison or mix_runs) and not from_store:
-        raise UsageError(
-            f"{'--comparison' if comparison else '--mix-runs'} needs --from-store",
-            "add --from-store (it re-decides stored measurements)",
-        )
+    _check_from_store(from_store, shard=shard, comparison=comparison, mix_runs=mix_runs)
     if from_store:
         from perfctl.jobs.recompute import compare_from_store
 
@@ -235,6 +229,19 @@ def compare_cmd(
         )
     show_comparison(c, fmt)
     _exit_code(c, fail_on_regression)
+
+
+def _check_from_store(
+    from_store: bool, *, shard: str | None, comparison: str | None, mix_runs: bool
+) -> None:
+    """Flags that only make sense with (or without) --from-store."""
+    if shard and from_store:
+        raise UsageError("--shard measures; --from-store does not", "drop one of them")
+    if (comparison or mix_runs) and not from_store:
+        raise UsageError(
+            f"{'--comparison' if comparison else '--mix-runs'} needs --from-store",
+            "add --from-store (it re-decides stored measurements)",
+        )
 
 
 def show_comparison(c: Comparison, fmt: Format) -> None:
