@@ -544,3 +544,10 @@ def test_environment_lines_are_true_when_stderr_is_not_a_terminal(git_repo: GitR
         reuse = rf"{ref}: reusing environment [0-9a-f]{{16}} \(built in \d+\.\d s\)"
         assert re.search(reuse, again.stderr), again.stderr
     assert "building" not in again.stderr
+
+
+def test_from_store_flags_need_from_store(stored: GitRepo) -> None:
+    for flag in (["--mix-runs"], ["--comparison", "x"]):
+        proc = run_cli("compare", "s1", "s3", *flag, cwd=stored.path)
+        assert proc.returncode == 2, proc.stderr
+        assert f"Error: {flag[0]} needs --from-store" in proc.stderr and "Hint:" in proc.stderr
