@@ -3,7 +3,10 @@
 Durations are always seconds per operation (``*_s``); reports convert to
 µs/op or ms/op at render time. ``SCHEMA_VERSION`` history:
 
-1. first format (runs, regime results, comparisons).
+1. first format (runs, regime results, comparisons). Later additions are optional
+   fields with defaults, so older files still load and older readers ignore them:
+   ``Comparison.recomputed_from`` (the measured comparison a ``--from-store``
+   recomputation re-decided; empty for a measurement).
 """
 
 from __future__ import annotations
@@ -262,7 +265,16 @@ class Comparison:
     base_run: str = ""
     head_run: str = ""
     head_machine: Machine | None = None
+    # The measured comparison this one re-decides (`compare --from-store`); with
+    # `--mix-runs`, the two comparisons its runs came from, joined by "+".
+    recomputed_from: str = ""
     schema: int = SCHEMA_VERSION
+
+    @property
+    def measured(self) -> bool:
+        """Whether this comparison was measured (both sides interleaved), not recomputed."""
+        # Older perfctl marked recomputations only with settings.from_store.
+        return not (self.recomputed_from or self.settings.get("from_store"))
 
     def counts(self) -> dict[str, int]:
         """Number of regimes per verdict, every verdict present (maybe 0)."""

@@ -356,6 +356,170 @@ def test_profile_flag_links_artefacts(repo: GitRepo) -> None:
     assert stored["id"] == json.loads(proc.stdout)["id"]
 
 
+# --- --from-store recomputes a stored comparison (measured together), never pairs others ---
+
+STORED_PYPROJECT = """\
+[project]
+name = "toy"
+version = "0.1"
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+install = false
+pythonpath = ["."]
+"""
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """s1 (n=2000), s2 (same code), s3 (5x the work); source on the path, nothing built."""
+    path = tmp_path_factory.mktemp("stored") / "proj"
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", STORED_PYPROJECT)
+    r.write(".gitignore", ".perfctl/\nreports/\n")
+    r.write("bench/regimes.py", REGIMES)
+    for tag, n, note in (("s1", 2000, ""), ("s2", 2000, "# same code\n"), ("s3", 10000, "")):
+        r.write("toy/__init__.py", TOY.format(n=n) + note)
+        r.commit(tag)
+        r.tag(tag)
+    return r
+
+
+def _json(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _compare(repo: GitRepo, *args: str) -> dict:
+    return _json(run_cli("compare", *args, *FAST, "--format", "json", cwd=repo.path))
+
+
+def _busy(repo: GitRepo, cid: str) -> None:
+    """Record a warning and load averages as a busy machine leaves them in a comparison."""
+    path = repo.path / ".perfctl" / "comparisons" / f"{cid}.json"
+    data = json.loads(path.read_text("utf-8"))
+    data["warnings"] = ["the machine was busy while measuring (load average up to 9.5 on 2 CPUs)"]
+    data["settings"]["load_average"] = [3.25, 9.5]
+    path.write_text(json.dumps(data), "utf-8")
+
+
+def test_from_store_recomputes_the_comparison_of_those_commits(stored: GitRepo) -> None:
+    x = _compare(stored, "s1", "s3", "--regime", "work")
+    # A later comparison of the same commits (reversed, other regimes) is the newest.
+    y = _compare(stored, "s3", "s1", "--regime", "steady")
+    _busy(stored, y["id"])
+    # A newer run of s3 from a comparison with another commit must not be paired.
+    _compare(stored, "s2", "s3", "--regime", "work")
+    again = _json(
+        run_cli("compare", "--from-store", "s1", "s3", "--format", "json", cwd=stored.path)
+    )
+    # The newest comparison of exactly these commits, either order, read as asked.
+    assert again["recomputed_from"] == y["id"]
+    assert (again["base_run"], again["head_run"]) == (y["head_run"], y["base_run"])
+    assert [r["name"] for r in again["regimes"]] == ["steady"]
+    assert again["regimes"][0]["base_values"] == y["regimes"][0]["head_values"]
+    assert again["base"]["ref"] == "s1" and again["head"]["ref"] == "s3"
+    # The session's warnings and load averages come along (#12.2).
+    assert again["warnings"][0].startswith("the machine was busy while measuring")
+    assert again["settings"]["load_average"] == [3.25, 9.5]
+    # Every output says where the figures came from.
+    term = run_cli("compare", "--from-store", "s1", "s3", cwd=stored.path)
+    assert term.returncode == 0, term.stderr
+    assert "Warning: the machine was busy" in term.stderr
+    assert f"recomputed from stored comparison {y['id']}" in term.stderr
+    md = run_cli("compare", "--from-store", "s1", "s3", "--format", "markdown", cwd=stored.path)
+    assert "> Warning: the machine was busy" in md.stdout
+    assert f"_Recomputed from stored comparison {y['id']}._" in md.stdout
+    # `perfctl comparisons` tells recomputed from measured.
+    listed = _json(run_cli("comparisons", "--format", "json", cwd=stored.path))
+    source = {c["id"]: c["recomputed_from"] for c in listed}
+    assert source[x["id"]] == "" and source[y["id"]] == "" and source[again["id"]] == y["id"]
+    table = run_cli("comparisons", "--format", "table", cwd=stored.path)
+    assert "recomputed from" in table.stdout and "measured" in table.stdout
+    # --comparison picks one; it must compare the refs asked for.
+    picked = _json(
+        run_cli(
+            "compare", "--from-store", "s1", "s3", "--comparison", x["id"], "--format", "json",
+            cwd=stored.path,
+        )
+    )  # fmt: skip
+    assert picked["recomputed_from"] == x["id"]
+    assert [r["name"] for r in picked["regimes"]] == ["work"]
+    assert picked["regimes"][0]["verdict"] == "regressed"
+    assert picked["regimes"][0]["base_values"] == x["regimes"][0]["base_values"]
+    wrong = run_cli("compare", "--from-store", "s1", "s2", "--comparison", x["id"], cwd=stored.path)
+    assert wrong.returncode == 2, wrong.stderr
+    assert f"Error: comparison {x['id']} compares s1" in wrong.stderr and "Hint:" in wrong.stderr
+
+
+def test_from_store_labels_show_the_refs_asked_for(stored: GitRepo) -> None:
+    x = _compare(stored, "s1", "s3", "--regime", "work")
+    sha = stored.git("rev-parse", "s1")[:12]
+    again = _json(
+        run_cli("compare", "--from-store", sha, "s3", "--format", "json", cwd=stored.path)
+    )
+    assert again["recomputed_from"] == x["id"]
+    assert again["base"]["ref"] == sha and again["head"]["ref"] == "s3"
+
+
+def test_from_store_refuses_the_same_commit_on_both_sides(stored: GitRepo) -> None:
+    _compare(stored, "s1", "s3", "--regime", "work")  # s1 has stored runs
+    for refs in (("s1", "s1"), ("s1", stored.git("rev-parse", "s1"))):
+        proc = run_cli("compare", "--from-store", *refs, cwd=stored.path)
+        assert proc.returncode == 2, proc.stdout
+        assert "Error: base and head are the same commit" in proc.stderr
+        assert (
+            f"Hint: to see this commit's noise, measure it against itself: `perfctl compare {refs[0]}"
+            in proc.stderr
+        )
+        assert "no change" not in proc.stdout
+        proc = run_cli("compare", "--from-store", *refs, "--mix-runs", cwd=stored.path)
+        assert proc.returncode == 2 and "same commit" in proc.stderr
+
+
+def test_from_store_refuses_runs_measured_apart_unless_mix_runs(stored: GitRepo) -> None:
+    x = _compare(stored, "s1", "s3", "--regime", "work")
+    z = _compare(stored, "s2", "s3", "--regime", "work")
+    _busy(stored, z["id"])
+    # s1 and s2 both have runs, but no comparison measured them together.
+    proc = run_cli("compare", "--from-store", "s1", "s2", cwd=stored.path)
+    assert proc.returncode == 2, proc.stdout
+    assert "Error: no stored comparison measured s1" in proc.stderr
+    hint = proc.stderr[proc.stderr.index("Hint:") :].replace("\n", " ")
+    assert x["id"] in hint and z["id"] in hint and "--mix-runs" in hint
+    assert "`perfctl compare s1 s2`" in hint
+    both = run_cli(
+        "compare", "--from-store", "s1", "s2", "--mix-runs", "--format", "json", cwd=stored.path
+    )
+    c = _json(both)
+    assert c["settings"]["mix_runs"] is True and c["recomputed_from"] == f"{x['id']}+{z['id']}"
+    assert c["warnings"][0].startswith(
+        "runs measured apart (--mix-runs): base and head were not measured"
+    )
+    assert any("head side, from comparison" in w and "busy" in w for w in c["warnings"])
+    assert c["settings"]["load_average"][1] >= 9.5  # the busier of the two sessions
+    # The warning reaches every output: terminal, markdown, the HTML report, the PR comment.
+    term = run_cli("compare", "--from-store", "s1", "s2", "--mix-runs", cwd=stored.path)
+    assert "Warning: runs measured apart (--mix-runs)" in term.stderr.replace("\n", " ")
+    md = run_cli(
+        "compare", "--from-store", "s1", "s2", "--mix-runs", "--format", "markdown",
+        cwd=stored.path,
+    )  # fmt: skip
+    assert "> Warning: runs measured apart (--mix-runs)" in md.stdout
+    html = run_cli("report", c["id"], "-o", "reports/unpaired.html", cwd=stored.path)
+    assert html.returncode == 0, html.stderr
+    assert "runs measured apart (--mix-runs)" in (
+        stored.path / "reports" / "unpaired.html"
+    ).read_text("utf-8")
+    comment = run_cli("comment", "--comparison", c["id"], "--dry-run", cwd=stored.path)
+    assert comment.returncode == 0, comment.stderr
+    assert "runs measured apart (--mix-runs)" in comment.stdout
+    listed = run_cli("comparisons", cwd=stored.path)
+    assert "runs measured apart" in listed.stdout.replace("\n", " ")
+
+
 def test_environment_lines_are_true_when_stderr_is_not_a_terminal(git_repo: GitRepo) -> None:
     git_repo.write("pyproject.toml", PYPROJECT + "install = false\n")
     git_repo.write(".gitignore", ".perfctl/\n")
@@ -380,3 +544,10 @@ def test_environment_lines_are_true_when_stderr_is_not_a_terminal(git_repo: GitR
         reuse = rf"{ref}: reusing environment [0-9a-f]{{16}} \(built in \d+\.\d s\)"
         assert re.search(reuse, again.stderr), again.stderr
     assert "building" not in again.stderr
+
+
+def test_from_store_flags_need_from_store(stored: GitRepo) -> None:
+    for flag in (["--mix-runs"], ["--comparison", "x"]):
+        proc = run_cli("compare", "s1", "s3", *flag, cwd=stored.path)
+        assert proc.returncode == 2, proc.stderr
+        assert f"Error: {flag[0]} needs --from-store" in proc.stderr and "Hint:" in proc.stderr

@@ -766,6 +766,66 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
     assert update(cli, git_repo, "--check").returncode == 0
 
 
+# --- which stored comparison a phase uses (#12.3) ------------------------------------------
+
+BUSY = "the machine was busy while measuring (load average up to 9.5 on 2 CPUs)"
+
+
+def _save(repo, c: Comparison) -> Comparison:
+    open_store(repo.path / ".perfctl").save_comparison(c)
+    return c
+
+
+def _block(text: str, name: str) -> str:
+    return text.split(f"<!-- perfctl:begin {name} -->", 1)[1].split(f"<!-- perfctl:end {name}", 1)[
+        0
+    ]
+
+
+def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
+    refs = make_project(git_repo)
+    full = store(git_repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", phase1_rows())
+    full = _save(git_repo, replace(full, warnings=(BUSY,)))
+    regressed = [replace(r, verdict="regressed", change=0.3) for r in phase1_rows()]
+    # Newer, but not to be used: a from-store recomputation, a narrower re-run of two
+    # regimes, and a run of every phase regime narrowed by --regime (not the whole suite).
+    recomputed = _save(
+        git_repo,
+        replace(full, id="r1", created="2026-02-11T14:00:00+00:00", regimes=tuple(regressed),
+                settings={"from_store": True}, recomputed_from=full.id, warnings=()),
+    )  # fmt: skip
+    _save(
+        git_repo,
+        replace(full, id="n1", created="2026-02-11T15:00:00+00:00", regimes=tuple(regressed[:2]),
+                settings={"globs": ["toy_sum*"]}, warnings=()),
+    )  # fmt: skip
+    _save(
+        git_repo,
+        replace(full, id="n2", created="2026-02-11T16:00:00+00:00", regimes=tuple(regressed),
+                settings={"globs": ["toy_*"]}, warnings=()),
+    )  # fmt: skip
+    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 0, out.stderr
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    phase = _block(text, "phase-1")
+    assert "regressed" not in phase and "| `toy_steady` |" in phase and "improved" in phase
+    assert f"> Warning: {BUSY}" in phase
+    baseline = _block(text, "baseline")
+    assert "| `toy_echo[size=4096]` |" in baseline and f"> Warning: {BUSY}" in baseline
+    # A phase key pins a comparison, a recomputation included.
+    pinned = PYPROJECT.replace('guards = ["toy_steady"]\n', f'guards = ["toy_steady"]\ncomparison = "{recomputed.id}"\n', 1)  # fmt: skip
+    git_repo.write("pyproject.toml", pinned)
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 0, out.stderr
+    phase = _block((git_repo.path / "PLAN.md").read_text("utf-8"), "phase-1")
+    assert "regressed" in phase and f"> Recomputed from stored comparison {full.id}." in phase
+    # A pinned id that is not a comparison of the phase's refs is an error naming the phase.
+    git_repo.write("pyproject.toml", pinned.replace(recomputed.id, "nope"))
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 2 and "phase 1: pinned comparison `nope`" in out.stderr
+
+
 def test_update_regimes_file_is_checked_even_with_nothing_to_measure(synthetic, cli):
     repo, _ = synthetic
     out = update(cli, repo, "--regimes", "benchmarks/missing.py")

@@ -55,6 +55,7 @@ def _exercise(store: SqliteStore | PostgresStore, pyperf: Path) -> dict[str, obj
         "listed": [x.id for x in store.list_comparisons()],
         "last": store.last_comparison().id,
         "found": getattr(store.find_comparison("a" * 40, "b" * 40), "id", None),
+        "of": [x.id for x in store.comparisons_of("b" * 40, "c" * 40)],  # either side
         "pending": store.pending("k1"),  # the run is complete: not resumable
     }
 
@@ -72,6 +73,7 @@ def test_round_trip_matches_the_sqlite_store(pg_url: str, tmp_path: Path) -> Non
     assert (tmp_path / "pgstate" / run.results[1].pyperf_file).read_text().startswith('{"version"')
     assert pg["comparison"] == make_comparison()
     assert pg["listed"] == ["20260101T000000-abcdef", "20251231T000000-111111"]
+    assert pg["of"] == pg["listed"]  # comparisons_of: newest first, head side matched too
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute(
             "SELECT count(*), count(DISTINCT verdict) FROM comparison_regimes "

@@ -531,6 +531,40 @@ def test_busy_machine_warning_names_the_load_against_the_cpus() -> None:
     assert busy_warning([None], 2) is None and busy_warning([9.0], None) is None
 
 
+def test_baseline_regimes_are_their_own_benjamini_hochberg_family() -> None:
+    """#12.8: re-measured `baseline=` regimes do not dilute the real regimes' correction."""
+    from perfctl.model import OK, RegimeResult
+    from perfctl.stats import decision, verdicts
+
+    rng = np.random.default_rng(7)
+
+    def side(name: str, scale: float, baseline: str | None = None) -> RegimeResult:
+        procs = tuple((float(v),) for v in scale * (1 + 0.03 * rng.standard_normal(10)))
+        return RegimeResult(name, "f", OK, processes=procs, baseline=baseline)
+
+    results: dict[str, dict[str, RegimeResult]] = {
+        "real": {"base": side("real", 1.0, "direct_0"), "head": side("real", 0.75, "direct_0")}
+    }
+    for i in range(5):
+        ref = f"direct_{i}"
+        results[ref] = {"base": side(ref, 1.0), "head": side(ref, 1.0)}
+        if i:
+            name = f"quiet_{i}"
+            results[name] = {"base": side(name, 1.0, ref), "head": side(name, 1.0, ref)}
+    rows = {r.name: r for r in verdicts.decide_all(results, threshold=0.02, alpha=0.05)}
+    raw = {n: r.p_value for n, r in rows.items()}
+    assert all(p is not None for p in raw.values())
+    for family in (
+        ["real", *(f"quiet_{i}" for i in range(1, 5))],
+        [f"direct_{i}" for i in range(5)],
+    ):
+        expected = decision.benjamini_hochberg([raw[n] for n in family])  # type: ignore[misc]
+        assert [rows[n].p_adjusted for n in family] == pytest.approx(expected)
+    pooled = decision.benjamini_hochberg(list(raw.values()))  # type: ignore[arg-type]
+    assert rows["real"].p_adjusted < pooled[list(raw).index("real")]
+    assert rows["real"].verdict == "improved"
+
+
 def test_the_fast_rank_test_agrees_with_scipy() -> None:
     from scipy import stats as sps
 

@@ -141,7 +141,18 @@ def compare_cmd(
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
     subject: SubjectOpt = None,
     from_store: Annotated[
-        bool, typer.Option("--from-store", help="Recompute from stored runs; measure nothing.")
+        bool,
+        typer.Option(
+            "--from-store", help="Re-decide the newest stored comparison of BASE and HEAD."
+        ),
+    ] = False,
+    comparison: Annotated[
+        str | None,
+        typer.Option("--comparison", help="With --from-store: the stored comparison (id)."),
+    ] = None,
+    mix_runs: Annotated[
+        bool,
+        typer.Option("--mix-runs", help="With --from-store: pair runs measured apart (warned)."),
     ] = False,
     profile: Annotated[
         ProfileWhich | None,
@@ -196,10 +207,13 @@ def compare_cmd(
         lock_wait=lock_wait,
     )
     err = err_console()
-    if shard and from_store:
-        raise UsageError("--shard measures; --from-store does not", "drop one of them")
+    _check_from_store(from_store, shard=shard, comparison=comparison, mix_runs=mix_runs)
     if from_store:
-        c = compare.compare_from_store(config, base, head, settings)
+        from perfctl.jobs.recompute import compare_from_store
+
+        c = compare_from_store(
+            config, base, head, settings, comparison=comparison, mix_runs=mix_runs
+        )
     else:
         with err.status("comparing") as status:
             c = compare.compare_refs(
@@ -215,6 +229,19 @@ def compare_cmd(
         )
     show_comparison(c, fmt)
     _exit_code(c, fail_on_regression)
+
+
+def _check_from_store(
+    from_store: bool, *, shard: str | None, comparison: str | None, mix_runs: bool
+) -> None:
+    """Flags that only make sense with (or without) --from-store."""
+    if shard and from_store:
+        raise UsageError("--shard measures; --from-store does not", "drop one of them")
+    if (comparison or mix_runs) and not from_store:
+        raise UsageError(
+            f"{'--comparison' if comparison else '--mix-runs'} needs --from-store",
+            "add --from-store (it re-decides stored measurements)",
+        )
 
 
 def show_comparison(c: Comparison, fmt: Format) -> None:
@@ -238,11 +265,12 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
             console.print(render.esc(line))
         err.print(
             f"Verdicts: {render.verdict_test(c)}, Benjamini–Hochberg corrected "
-            f"across {len(c.regimes)} regimes; change CI must clear ±"
-            f"{c.threshold * 100:g}%."
+            f"across {_families(c)}; change CI must clear ±{c.threshold * 100:g}%."
         )
         for w in c.warnings:
             err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
+        if c.recomputed_from:
+            err.print(f"recomputed from stored comparison {c.recomputed_from}; measured nothing")
         err.print(f"stored as comparison {c.id}")
 
 
@@ -272,6 +300,16 @@ def merge_cmd(
     c = merge_inputs(load_config(project), inputs or [], shard_run)
     show_comparison(c, fmt)
     _exit_code(c, fail_on_regression)
+
+
+def _families(c: Comparison) -> str:
+    """The BH families, as the footer names them (baselines are their own family)."""
+    named = {r.baseline for r in c.regimes if r.baseline}
+    refs = sum(r.name in named for r in c.regimes)
+    tested = len(c.regimes) - refs
+    if not refs:
+        return f"{tested} regimes"
+    return f"{tested} regimes ({refs} baseline regime(s) corrected as their own family)"
 
 
 def _progress(err: Any, status: Any, message: str) -> None:

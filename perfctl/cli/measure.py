@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,9 @@ from perfctl.cli.common import (
 )
 from perfctl.errors import UsageError
 from perfctl.measure.runner import Precision
+
+if TYPE_CHECKING:
+    from perfctl.model import Comparison
 
 RegimesOpt = Annotated[
     list[str] | None,
@@ -298,6 +301,8 @@ def comparisons_cmd(
             "head": c.head.ref,
             "head_sha": c.head.sha,
             "counts": c.counts(),
+            "recomputed_from": c.recomputed_from,
+            "mix_runs": bool(c.settings.get("mix_runs")),
         }
         for c in found
     ]
@@ -308,6 +313,7 @@ def comparisons_cmd(
             f"{c.base.ref} {c.base.short}",
             f"{c.head.ref} {c.head.short}",
             counts_line(c),
+            _provenance(c),
         )
         for c in found
     ]
@@ -315,9 +321,18 @@ def comparisons_cmd(
         fmt,
         records,
         f"{len(found)} comparisons in {state_dir}",
-        ("Comparison", "Created", "Base", "Head", "Verdicts"),
+        ("Comparison", "Created", "Base", "Head", "Verdicts", "Source"),
         rows,
     )
+
+
+def _provenance(c: Comparison) -> str:
+    """Where a comparison's figures come from: measured, or recomputed from which."""
+    if c.settings.get("mix_runs"):
+        return f"runs measured apart ({c.recomputed_from or 'no comparison'})"
+    if c.recomputed_from:
+        return f"recomputed from {c.recomputed_from}"
+    return "recomputed (older perfctl)" if c.settings.get("from_store") else "measured"
 
 
 @guarded

@@ -35,7 +35,6 @@ from perfctl.model import (
     finished_status,
 )
 from perfctl.regimes import discovery
-from perfctl.render.escape import shell_command
 from perfctl.store.local import Store, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
@@ -490,6 +489,9 @@ def _assemble(
             "preset": settings.name,
             **settings.schedule.__dict__,
             "confirm": settings.confirm,
+            # What was asked for: `plan` tells a whole-suite comparison from a narrower one.
+            "globs": list(settings.globs),
+            "family": settings.family,
             "shard": dataclasses.asdict(settings.shard) if settings.shard else None,
         },
     )
@@ -537,74 +539,6 @@ def _confirm(
         regimes=tuple(out),
         warnings=(*c.warnings, f"re-measured {len(flagged)} flagged regime(s) with --confirm"),
     )
-
-
-def _latest_run(store: Store, sha: str, dirty: bool) -> Run | None:
-    for run in store.list_runs():  # newest first
-        if (
-            run.ref.sha == sha
-            and run.ref.dirty == dirty
-            and run.results
-            and (run.status in ("complete", "failed"))
-        ):
-            return run
-    return None
-
-
-def compare_from_store(
-    config: Config, base: str, head: str, settings: CompareSettings | None = None
-) -> Comparison:
-    """Recompute a comparison from the newest stored runs of both refs (no measuring)."""
-    from perfctl.errors import StoreError
-    from perfctl.git import refs as gitrefs
-    from perfctl.stats import verdicts
-
-    settings = settings or DEFAULT
-    store = open_store(config.state_dir, config.store_url)
-    refs = {
-        s: gitrefs.resolve_ref(config.root, r, outputs=config.outputs)
-        for s, r in zip(SIDES, (base, head), strict=True)
-    }
-    runs = {s: _latest_run(store, refs[s].sha, refs[s].dirty) for s in SIDES}
-    for s in SIDES:
-        if runs[s] is None:
-            raise StoreError(
-                f"no stored run of {refs[s].ref} ({refs[s].short})",
-                f"measure it with `{shell_command('perfctl', 'compare', base, head)}` first",
-            )
-    b_run, h_run = runs["base"], runs["head"]
-    assert b_run is not None and h_run is not None
-    b_res = {r.name: r for r in b_run.results}
-    h_res = {r.name: r for r in h_run.results}
-    # --regime/--family select among the stored results as they do among discovered ones.
-    both = [b_res[n] for n in b_res if n in h_res]
-    names = [r.name for r in discovery.select(both, settings.globs, settings.family)]
-    measured = {n: {"base": b_res[n], "head": h_res[n]} for n in names}
-    rows = verdicts.decide_all(measured, threshold=settings.threshold, alpha=settings.alpha)
-    warnings: tuple[str, ...] = ()
-    if b_run.machine.id != h_run.machine.id:
-        warnings = (
-            f"base and head were measured on different machines ({b_run.machine.id} "
-            f"vs {h_run.machine.id}): differences may be the machine's",
-        )
-    c = Comparison(
-        id=new_id(),
-        created=utcnow(),
-        base=b_run.ref,
-        head=h_run.ref,
-        machine=b_run.machine,
-        head_machine=h_run.machine,
-        regimes=tuple(rows),
-        threshold=settings.threshold,
-        alpha=settings.alpha,
-        warnings=warnings,
-        commits=gitrefs.commits_between(config.root, b_run.ref.sha, h_run.ref.sha),
-        base_run=b_run.id,
-        head_run=h_run.id,
-        settings={"from_store": True, "preset": settings.name},
-    )
-    store.save_comparison(c)
-    return c
 
 
 def profile_comparison(

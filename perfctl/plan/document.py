@@ -313,6 +313,7 @@ def baseline_lines(spec: PlanSpec, state: PhaseState | None) -> list[str]:
         f"Median us/op at {md_name(state.phase.before)} ({md_escape(c.base.short)}), "
         f"{_measured(c)}:",
         "",
+        *_provenance(c),
         "| Regime | Direct (us/op) | System (us/op) | Slowdown |",
         "| --- | ---: | ---: | ---: |",
     ]
@@ -378,8 +379,19 @@ def phase_lines(spec: PlanSpec, state: PhaseState) -> list[str]:
             f"Median us/op, {md_name(p.before)} ({md_escape(c.base.short)}) → "
             f"{md_name(p.after)} ({md_escape(c.head.short)}), {_measured(c)}:",
             "",
+            *_provenance(c),
         ]
     return [*head, *result_table(state), "", _tally(state)]
+
+
+def _provenance(c: Comparison) -> list[str]:
+    """The comparison's own warnings (busy machine, runs measured apart) and its source."""
+    from perfctl.render.escape import md_escape
+
+    lines = [f"> Warning: {md_escape(w, 1000)}" for w in c.warnings]
+    if c.recomputed_from:
+        lines.append(f"> Recomputed from stored comparison {md_escape(c.recomputed_from)}.")
+    return [*lines, ""] if lines else []
 
 
 def _metric_names(states: Sequence[PhaseState]) -> list[str]:

@@ -42,7 +42,7 @@ from perfctl.model import FAILED, INCONCLUSIVE, NO_CHANGE, REGRESSED, SKIPPED, R
 from perfctl.render.escape import shell_word
 
 PLAN_KEYS = ("phases", "baseline_phase", "source")
-PHASE_KEYS = ("id", "name", "before", "after", "regimes", "targets", "guards", "status")
+PHASE_KEYS = tuple("id name before after regimes targets guards status comparison".split())
 PLANNED = "planned"
 IN_PROGRESS = "in progress"
 STATUSES = (PLANNED, IN_PROGRESS)
@@ -205,6 +205,7 @@ class Phase:
     targets: tuple[tuple[str, Target], ...] = ()
     guards: tuple[str, ...] = ()
     status: str | None = None
+    comparison: str = ""  # a pinned stored comparison id; empty: the newest that covers the phase
 
     def primary(self) -> tuple[str, ...]:
         """The regimes the phase aims at: ``regimes`` then any other target keys."""
@@ -341,6 +342,7 @@ def _phase(table: dict[str, Any]) -> Phase:
         targets=_targets(table.get("targets", {})),
         guards=_strings(table, "guards"),
         status=_phase_status(table.get("status")),
+        comparison=str(table.get("comparison") or "").strip(),  # checked against the store
     )
 
 

@@ -197,7 +197,10 @@ def update_plan(
     plandoc.check_names(doc, [p.id for p in spec.phases])
     refs = {p.id: _resolve(config, doc, p) for p in spec.phases}
     store = open_store(config.state_dir, config.store_url)
-    found = {p.id: _stored(store, *refs[p.id]) for p in spec.phases}
+    found = {
+        p.id: _stored(store, doc, p, *refs[p.id], whole=p.id == spec.baseline_phase)
+        for p in spec.phases
+    }
     missing = tuple(p.id for p in spec.phases if p.status != PLANNED and found[p.id] is None)
     if measure and not check:
         for pid in missing:
@@ -244,11 +247,65 @@ def _resolve(config: Config, doc: PlanDoc, phase: Phase) -> tuple[RefInfo | None
     return out[0], out[1]
 
 
-def _stored(store: Store, before: RefInfo | None, after: RefInfo | None) -> Comparison | None:
+def _stored(
+    store: Store,
+    doc: PlanDoc,
+    phase: Phase,
+    before: RefInfo | None,
+    after: RefInfo | None,
+    *,
+    whole: bool,
+) -> Comparison | None:
+    """The comparison a phase is judged on: the pinned one, else the newest that covers it."""
     if before is None or after is None:
         return None
-    found: Comparison | None = store.find_comparison(before.sha, after.sha)
-    return found
+    if phase.comparison:
+        return _pinned(store, doc, phase, before, after)
+    for c in store.comparisons_of(before.sha):  # newest first
+        if _exact(c, before, after) and c.measured and covers(c, phase, whole=whole):
+            return c
+    return None
+
+
+def _exact(c: Comparison, before: RefInfo, after: RefInfo) -> bool:
+    return (c.base.sha, c.head.sha) == (before.sha, after.sha) and not (
+        c.base.dirty or c.head.dirty
+    )
+
+
+def covers(c: Comparison, phase: Phase, *, whole: bool = False) -> bool:
+    """Whether a comparison measured every regime, target and guard of a phase.
+
+    With ``whole`` (the baseline phase) it must also have measured the whole suite:
+    no --regime or --family narrowing and no single shard.
+    """
+    s = c.settings
+    if whole and (s.get("globs") or s.get("family") or s.get("shard")):
+        return False
+    wanted = (*phase.primary(), *phase.guards)
+    return all(any(regime_matches(ref, rc) for rc in c.regimes) for ref in wanted)
+
+
+def _pinned(
+    store: Store, doc: PlanDoc, phase: Phase, before: RefInfo, after: RefInfo
+) -> Comparison:
+    from perfctl.errors import StoreError
+
+    where = f"{doc.label}:{_doc_line(doc, phase)}: phase {phase.id}"
+    try:
+        c = store.load_comparison(phase.comparison)
+    except StoreError as exc:
+        raise PlanError(
+            f"{where}: pinned comparison `{phase.comparison}` cannot be read ({exc.message})",
+            "see `perfctl comparisons` for stored ids, or remove the phase's `comparison` key",
+        ) from None
+    if (c.base.sha, c.head.sha) != (before.sha, after.sha):
+        raise PlanError(
+            f"{where}: pinned comparison {c.id} compares {c.base.short} → {c.head.short}, "
+            f"not `{phase.before}` ({before.short}) → `{phase.after}` ({after.short})",
+            "pin a comparison of the phase's before and after refs",
+        )
+    return c
 
 
 def _measure(

@@ -348,6 +348,8 @@ def format_compare_markdown(c: Comparison) -> str:
     lines += [f"\n{md_escape(n)}" for n in comparison_notes(c)]
     for w in c.warnings:
         lines.append(f"\n> Warning: {md_escape(w)}")
+    if c.recomputed_from:
+        lines.append(f"\n_Recomputed from stored comparison {md_escape(c.recomputed_from)}._")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,13 @@
 
 The statistics live in :mod:`perfctl.stats.decision`; this stage applies them across
 all regimes of a comparison: per-side summaries with baseline ratios, one
-test per regime, Benjamini–Hochberg across the regimes, then verdicts.
+test per regime, Benjamini–Hochberg within each family, then verdicts.
+
+Two families: the regimes a comparison is about, and the *reference* regimes that
+another measured regime names as its ``baseline=`` (measured for the Slowdown
+column). References are usually unchanged code; pooled with the rest they would
+only dilute the correction (five quiet baselines among ten regimes halve the
+adjusted significance of a real change), so they are corrected among themselves.
 """
 
 from __future__ import annotations
@@ -81,6 +87,26 @@ def _unmeasured(
     )
 
 
+def references(results: Mapping[str, Mapping[str, RegimeResult]]) -> set[str]:
+    """Measured regimes that another measured regime names as its ``baseline=``."""
+    named = {r.baseline for sides in results.values() for r in sides.values() if r.baseline}
+    return {n for n in results if n in named}
+
+
+def adjust(pvalues: Mapping[str, float], reference: set[str]) -> dict[str, float]:
+    """Benjamini–Hochberg within each family: the references apart from the rest."""
+    from perfctl.stats import decision as stats
+
+    out: dict[str, float] = {}
+    for family in (
+        [n for n in pvalues if n not in reference],
+        [n for n in pvalues if n in reference],
+    ):
+        adjusted = stats.benjamini_hochberg([pvalues[n] for n in family])
+        out.update(zip(family, adjusted, strict=True))
+    return out
+
+
 def _shape_note(row: RegimeComparison) -> str:
     """Why the data are noisy, when their shape says so (two groups, a drift)."""
     from perfctl.stats import shape
@@ -156,9 +182,7 @@ def decide_all(
         if spread is not None:
             noise[name] = spread
         rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
-    adjusted = dict(
-        zip(tested, stats.benjamini_hochberg([c.p_value for c in tested.values()]), strict=True)
-    )
+    adjusted = adjust({n: c.p_value for n, c in tested.items()}, references(results))
     for name, change in tested.items():
         row = rows[name]
         assert row.base is not None and row.head is not None

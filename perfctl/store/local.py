@@ -81,6 +81,7 @@ class Store(Protocol):
     def last_comparison(self) -> Comparison: ...
     def list_comparisons(self) -> list[Comparison]: ...
     def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None: ...
+    def comparisons_of(self, *shas: str) -> list[Comparison]: ...
     def pyperf_path(self, run_id: str, regime: str) -> Path: ...
     def mark_pending(self, key: str, run_ids: dict[str, str]) -> None: ...
     def pending(self, key: str) -> dict[str, Run] | None: ...
@@ -229,6 +230,22 @@ class SqliteStore:
                 if not (c.base.dirty or c.head.dirty):
                     return c
         return None
+
+    def comparisons_of(self, *shas: str) -> list[Comparison]:
+        """Every comparison with one of these commits on either side, newest first."""
+        self._ids("comparisons")  # repair the index first
+        marks = ",".join("?" * len(shas))
+        with self._db() as db:
+            rows = db.execute(
+                f"SELECT id FROM comparisons WHERE base_sha IN ({marks}) "  # noqa: S608
+                f"OR head_sha IN ({marks}) ORDER BY created DESC, id DESC",
+                (*shas, *shas),
+            ).fetchall()
+        out = []
+        for (cid,) in rows:
+            with contextlib.suppress(StoreError):  # a damaged file hides only itself
+                out.append(self.load_comparison(cid))
+        return out
 
     # -- helpers ------------------------------------------------------------
     def _files(self, kind: str) -> list[str]:

@@ -282,6 +282,16 @@ class PostgresStore:
             ).fetchone()
         return None if row is None else comparison_from_dict(self._parse(row[0], "comparison"))
 
+    def comparisons_of(self, *shas: str) -> list[Comparison]:
+        """Every comparison with one of these commits on either side, newest first."""
+        with self._tx("reading") as db:
+            rows = db.execute(
+                "SELECT record FROM comparisons WHERE base_sha = ANY(%s) OR head_sha = ANY(%s) "
+                "ORDER BY created DESC, id DESC",
+                (list(shas), list(shas)),
+            )
+            return [comparison_from_dict(self._parse(r[0], "comparison")) for r in rows]
+
     def shards(self, shard_run: str) -> list[Comparison]:
         """Every stored shard comparison of one sharded run (``--shard-run``)."""
         with self._tx("reading") as db:

@@ -172,7 +172,10 @@ _REGIME_FIELDS: dict[str, Check] = {
 }
 _COMPARISON = _record(
     {
-        **dict.fromkeys(("id", "created", "correction", "base_run", "head_run"), _string),
+        **dict.fromkeys(
+            ("id", "created", "correction", "base_run", "head_run", "recomputed_from"),
+            _string,
+        ),
         **dict.fromkeys(("base", "head"), _REF),
         "machine": _MACHINE,
         "head_machine": _optional(_MACHINE),
