@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from perfctl.model import REGRESSED
-from perfctl.plan.document import baseline_lines
+from perfctl.plan.blocks import baseline_lines
 from perfctl.plan.spec import Phase, PlanSpec
-from perfctl.plan.update import PhaseState
+from perfctl.plan.state import PhaseState
 from perfctl.profile.links import profile_command
 from tests.conftest import GitRepo, run_cli
 from tests.test_comment import comparison, regime
@@ -48,10 +48,11 @@ def test_the_from_store_hint_quotes_the_refs(git_repo: GitRepo, tmp_path: Path) 
     git_repo.write("pyproject.toml", '[tool.perfctl]\nregimes = ["r.py"]\n')
     git_repo.commit("first")
     git_repo.git("branch", ref)
+    git_repo.commit("second")  # two commits: the same one on both sides has its own hint
     proc = run_cli("compare", "main", ref, "--from-store", cwd=git_repo.path)
     assert proc.returncode == 2, proc.stderr
     hint = proc.stderr.splitlines()[-1]
-    assert hint.startswith("Hint: measure it with `perfctl compare main '")
+    assert hint.startswith("Hint: Measure them together with `perfctl compare main '")
     assert paste(backticked(hint)) == ["compare", "main", ref]
     assert not pwned.exists()
 

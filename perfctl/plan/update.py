@@ -17,6 +17,7 @@ from perfctl.errors import PerfctlError, PlanError
 from perfctl.files import check_output_file
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.model import Comparison, RefInfo, RegimeComparison
+from perfctl.plan import blocks
 from perfctl.plan import document as plandoc
 from perfctl.plan.document import PlanDoc
 from perfctl.plan.spec import (
@@ -30,6 +31,7 @@ from perfctl.plan.spec import (
     load_spec,
     parse_target,
 )
+from perfctl.plan.state import PhaseState, Row
 from perfctl.render.escape import md_escape, md_name, shell_command, shell_word
 from perfctl.store.local import Store, open_store
 
@@ -52,29 +54,6 @@ __all__ = [
     "parse_target",
     "update_plan",
 ]
-
-
-@dataclass(frozen=True)
-class Row:
-    """One regime row of a phase's result table."""
-
-    name: str
-    rc: RegimeComparison | None
-    checks: tuple[Check, ...]
-    primary: bool
-
-
-@dataclass(frozen=True)
-class PhaseState:
-    """A phase with its resolved refs, its stored comparison and its judged rows."""
-
-    phase: Phase
-    status: str
-    before: RefInfo | None
-    after: RefInfo | None
-    comparison: Comparison | None
-    rows: tuple[Row, ...]
-    note: str = ""  # why there are no results, when there are none
 
 
 # --- judging ---------------------------------------------------------------------
@@ -374,12 +353,12 @@ def _state(
 def _contents(spec: PlanSpec, doc: PlanDoc, states: Sequence[PhaseState]) -> dict[str, list[str]]:
     base = next((s for s in states if s.phase.id == spec.baseline_phase), None)
     out = {
-        "phase-tracker": plandoc.tracker_lines(states),
-        "baseline": plandoc.baseline_lines(spec, base),
-        "success-metrics": plandoc.metrics_lines(states, base),
-        "update-log": plandoc.log_lines(doc.block("update-log"), states),
+        "phase-tracker": blocks.tracker_lines(states),
+        "baseline": blocks.baseline_lines(spec, base),
+        "success-metrics": blocks.metrics_lines(states, base),
+        "update-log": blocks.log_lines(doc.block("update-log"), states),
     }
-    out.update({f"phase-{s.phase.id}": plandoc.phase_lines(spec, s) for s in states})
+    out.update({f"phase-{s.phase.id}": blocks.phase_lines(spec, s) for s in states})
     # Blank lines around the content keep markdown from gluing it to the markers.
     return {name: ["", *lines, ""] for name, lines in out.items()}
 
