@@ -173,7 +173,7 @@ def compare_cmd(
     """
 
     from perfctl.config import load_config
-    from perfctl.jobs import compare
+    from perfctl.jobs import annotate, compare
 
     if measure == Measure.instructions:
         from perfctl.measure.counters import require_valgrind
@@ -224,7 +224,7 @@ def compare_cmd(
                 progress=lambda m: _progress(err, status, m),
             )
     if profile is not None:
-        c = compare.profile_comparison(
+        c = annotate.profile_comparison(
             config, c, profile.value, progress=err.print, regimes=tuple(regimes or ())
         )
     show_comparison(c, fmt)

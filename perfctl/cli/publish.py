@@ -94,6 +94,7 @@ def comment(
     Example: perfctl comment --repo octo/app --pr 42 --last --only-on-change
     """
     from perfctl.jobs import ci
+    from perfctl.jobs import comment as comment_inputs
     from perfctl.render.comment import marker
 
     if sum(map(bool, (comparison_id, last, comparison_file, body_file))) > 1:
@@ -108,9 +109,9 @@ def comment(
                 "--only-on-change cannot judge a pre-rendered --body-file",
                 "use --comparison-file, or decide before posting",
             )
-        body, changed = ci.read_body_file(body_file, mark), None
+        body, changed = comment_inputs.read_body_file(body_file, mark), None
     else:
-        body, changed = ci.comment_body(
+        body, changed = comment_inputs.comment_body(
             project, comparison_id, comparison_file, marker_id, url_base
         )
     if dry_run:

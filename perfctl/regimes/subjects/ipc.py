@@ -20,17 +20,21 @@ from __future__ import annotations
 import os
 import pickle
 import queue
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, Protocol
 
+from perfctl.regimes.subjects.pool import (  # the pool's classic address stays valid
+    POOL_KINDS as POOL_KINDS,
+)
+from perfctl.regimes.subjects.pool import WorkerPool as WorkerPool
+from perfctl.regimes.subjects.pool import cpu_task as cpu_task
+from perfctl.regimes.subjects.pool import echo_task as echo_task
+from perfctl.regimes.subjects.pool import rss_bytes as rss_bytes
+
 CHANNELS = ("pipe", "socket", "queue")
-POOL_KINDS = ("process", "thread")
 JOIN_TIMEOUT_S = 5.0
 READ_BYTES = 1 << 16  # a pipe's capacity: asking more makes os.read allocate, then shrink
 # How often a blocked queue read checks that its peer is still alive.
@@ -380,84 +384,3 @@ class RawEcho:
         if end is not None:
             end.close()
         stop_child(proc, None)
-
-
-def exit_with_parent(parent_pid: int) -> None:
-    """Pool-worker initializer: exit once the parent is gone (killed by a timeout, say).
-
-    Pool workers share the task queue's write end, so a dead parent never reads as EOF.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(QUEUE_POLL_S)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="perfctl-parent-watch", daemon=True).start()
-
-
-def echo_task(data: bytes) -> bytes:
-    """Pool task: an I/O-shaped request that does no work (seed 002's echo)."""
-    return data
-
-
-def cpu_task(n: int) -> int:
-    """Pool task: pure-Python CPU work that holds the GIL."""
-    total = 0
-    for i in range(n):
-        total = (total + i * i) % 1_000_003
-    return total
-
-
-class WorkerPool:
-    """A process pool or a thread pool with every worker started up front (``ipc_pool``)."""
-
-    def __init__(self, kind: str = "process", workers: int = 4) -> None:
-        if kind not in POOL_KINDS:
-            raise ValueError(f"unknown pool kind {kind!r}; expected one of {POOL_KINDS}")
-        self.kind, self.workers = kind, workers
-        self._executor: Executor
-        if kind == "process":
-            self._executor = ProcessPoolExecutor(
-                workers,
-                mp_context=spawn_context(),
-                initializer=exit_with_parent,
-                initargs=(os.getpid(),),
-            )
-        else:
-            self._executor = ThreadPoolExecutor(workers, thread_name_prefix="perfctl-pool")
-        try:
-            # Pools start workers lazily, one per submit while none is idle: submit one
-            # task per worker so start-up is paid here, not inside the first timed run.
-            for fut in [self._executor.submit(echo_task, b"") for _ in range(workers)]:
-                fut.result()
-        except BaseException:
-            self.close()
-            raise
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        """Queue one task; the future completes with its result."""
-        return self._executor.submit(fn, *args)
-
-    def worker_pids(self) -> list[int]:
-        """The worker processes' ids (none for a thread pool)."""
-        # ProcessPoolExecutor has no public accessor for its processes.
-        procs = getattr(self._executor, "_processes", None) or {}
-        return [int(pid) for pid in procs]
-
-    def close(self) -> None:
-        """Cancel pending tasks and join every worker."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-
-def rss_bytes(pid: int | None = None) -> int | None:
-    """Resident memory of a process from /proc (None where that is unavailable)."""
-    path = f"/proc/{pid or os.getpid()}/status"
-    try:
-        with open(path, encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None

@@ -1,0 +1,47 @@
+"""`compare --profile`: py-spy profiles of chosen regimes added to a stored comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from perfctl.config import Config
+from perfctl.model import OK, Comparison
+from perfctl.store.local import open_store
+
+
+def profile_comparison(
+    config: Config,
+    c: Comparison,
+    which: str,
+    progress: Callable[[str], None] | None = None,
+    regimes: tuple[str, ...] = (),
+) -> Comparison:
+    """py-spy profile the chosen regimes on both refs and link the artefacts."""
+    from perfctl import envs
+    from perfctl.jobs import profile as profiling
+    from perfctl.model import IMPROVED, REGRESSED
+
+    wanted = {"regressed": (REGRESSED,), "improved": (IMPROVED,), "all": (REGRESSED, IMPROVED)}.get(
+        which, ()
+    )
+    chosen = [
+        r
+        for r in c.regimes
+        if r.verdict in wanted or (which == "all" and r.base_status == OK and r.head_status == OK)
+    ]
+    if not chosen:
+        return c
+    targets = [
+        envs.prepare_target(config, ref.ref if ref.ref == "WORKTREE" else ref.sha)
+        for ref in (c.base, c.head)
+    ]
+    rows = {r.name: r for r in c.regimes}
+    for r in chosen:
+        if progress:
+            progress(f"profiling {r.name} on both refs")
+        diff = profiling.profile_pair(config, r.name, targets[0], targets[1], regimes=regimes)
+        rows[r.name] = replace(r, artifacts={**r.artifacts, **diff.artifacts()})
+    out = replace(c, regimes=tuple(rows[r.name] for r in c.regimes))
+    open_store(config.state_dir, config.store_url).save_comparison(out)
+    return out

@@ -1,0 +1,81 @@
+"""What one compared regime becomes: a RegimeResult per side, or the reason it was not measured."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from perfctl.measure import runner
+from perfctl.measure.interleave import SIDES, SideData
+from perfctl.measure.machine import busy_warning
+from perfctl.model import OK, Comparison, RegimeInfo, RegimeResult, Status
+
+
+def with_load(c: Comparison, loads: list[float | None]) -> Comparison:
+    """Record the load average around the measurement; warn when it competed for CPUs."""
+    warning = busy_warning(loads, os.cpu_count())
+    seen = [x for x in loads if x is not None]
+    span = [min(seen), max(seen)] if seen else None
+    return replace(
+        c,
+        settings={**c.settings, "load_average": span},
+        warnings=(*c.warnings, warning) if warning else c.warnings,
+    )
+
+
+def unmeasurable(
+    load_errors: dict[str, str], infos: dict[str, RegimeInfo | None], name: str
+) -> dict[str, RegimeResult]:
+    """Results for sides that cannot run this regime; empty if both can."""
+    out: dict[str, RegimeResult] = {}
+    for s in SIDES:
+        info = infos[s]
+        if info is None:
+            reason = load_errors.get(s) or "regime not defined for this ref"
+            out[s] = RegimeResult(name=name, family="", status=Status.FAILED, reason=reason)
+        elif info.skip_reason:
+            out[s] = RegimeResult(
+                name=name,
+                family=info.family,
+                status=Status.SKIPPED,
+                reason=info.skip_reason,
+                ops=info.ops,
+            )
+    if not out:
+        return {}
+    for s in SIDES:
+        if s not in out:
+            info = infos[s]
+            assert info is not None
+            out[s] = RegimeResult(
+                name=name,
+                family=info.family,
+                status=Status.SKIPPED,
+                ops=info.ops,
+                reason="not measured: the other ref cannot run it",
+                baseline=info.baseline,
+                description=info.description,
+            )
+    return out
+
+
+def side_result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> RegimeResult:
+    """The stored result of one side of a measured regime."""
+    return RegimeResult(
+        name=info.name,
+        family=info.family,
+        status=OK if d.ok else Status.SKIPPED if d.skipped else Status.FAILED,
+        ops=info.ops,
+        unit=d.unit,
+        processes=tuple(d.processes),
+        order=tuple(d.order),
+        reason=d.reason,
+        log_path=str(log),
+        baseline=info.baseline,
+        description=info.description,
+        params=info.params,
+        metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
+        loops=d.loops,
+        clock=info.clock,
+    )

@@ -1,0 +1,137 @@
+"""Compare's options bundle: one CompareSettings, parsed once from flags, config and preset.
+
+`compare`, `ci`, `plan update`, `bisect` and `demo` all build theirs with
+:func:`settings_for`. The presets here are compare's (rounds of interleaved
+processes); `perfctl run`'s presets are pyperf's process × value counts
+(``measure.runner``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from perfctl.config import Config
+from perfctl.errors import UsageError
+from perfctl.jobs.shard import Shard
+from perfctl.measure import counters
+from perfctl.measure.interleave import Schedule
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """Precision, selection and decision settings of one comparison."""
+
+    schedule: Schedule = Schedule()
+    alpha: float = 0.05
+    confirm: bool = False
+    rebuild: bool = False
+    regimes: tuple[str, ...] = ()  # --regimes paths
+    regimes_from: str | None = None
+    globs: tuple[str, ...] = ()
+    family: str | None = None
+    subjects: tuple[tuple[str, str], ...] = ()
+    lock_wait: float = 600.0
+    name: str = "default"
+    shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
+
+    @property
+    def threshold(self) -> float:
+        """The noise band (relative change)."""
+        return self.schedule.threshold
+
+
+# Presets. Cost per regime on a 2-core VM at ~0.25 s per process: fast ≈ 3 s,
+# default 3–15 s (stops once the answer is clear), rigorous 10–60 s.
+FAST = CompareSettings(
+    schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10), name="fast"
+)
+
+
+# Default: 10 rounds, then sequential sampling (one more round per check) up to 80 rounds
+# or 60 s of measuring per regime, whichever comes first: ~95% power for a 5% change at
+# a process CV of 5% (simulated; see benchmarks/README.md for the measured figure).
+DEFAULT = CompareSettings()
+
+
+RIGOROUS = CompareSettings(
+    schedule=Schedule(rounds=20, max_rounds=80, time_budget=240), name="rigorous"
+)
+
+
+def settings_for(
+    *,
+    config: Config | None = None,
+    fast: bool = False,
+    rigorous: bool = False,
+    rounds: int | None = None,
+    max_rounds: int | None = None,
+    values: int | None = None,
+    min_time: float | None = None,
+    time_budget: float | None = None,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    order: str = "abba",
+    seed: int = 0,
+    pairing: str = "process",
+    clock: str = "wall",
+    measure: str = "time",
+    **kw: object,
+) -> CompareSettings:
+    """The settings chosen by flags: a preset, then config keys, then flags win.
+
+    The config's ``rounds``/``time_budget`` tune the default preset only (an explicit
+    ``--fast``/``--rigorous`` keeps its own); ``threshold``/``alpha`` always apply.
+    """
+
+    if fast and rigorous:
+        raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    for flag, given in (
+        ("--rounds", rounds),
+        ("--max-rounds", max_rounds),
+        ("--values", values),
+        ("--min-time", min_time),
+        ("--time-budget", time_budget),
+    ):
+        # `not given > 0` also refuses nan; inf would never stop.
+        if given is not None and not 0 < given < math.inf:
+            raise UsageError(f"{flag} must be a number above 0 (got {given:g})", "or leave it out")
+    for flag, given in (("--threshold", threshold), ("--alpha", alpha)):
+        if given is not None and not math.isfinite(given):
+            raise UsageError(f"{flag} must be a number (got {given:g})", "or leave it out")
+    if clock == "cpu" and pairing != "same-process":
+        raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
+    if pairing == "same-process" and config is not None and config.install:
+        raise UsageError(
+            "same-process pairing needs install = false (both refs run from source)",
+            "use --pairing process (the default) for this project",
+        )
+    if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
+        threshold, rounds, max_rounds = counters.counter_settings(
+            pairing, threshold, rounds, max_rounds
+        )
+    if config is not None:
+        if not (fast or rigorous):
+            rounds = rounds if rounds is not None else config.rounds
+            time_budget = time_budget if time_budget is not None else config.time_budget
+        threshold = threshold if threshold is not None else config.threshold
+        alpha = alpha if alpha is not None else config.alpha
+    s = FAST if fast else RIGOROUS if rigorous else DEFAULT
+    sched = s.schedule
+    first = rounds if rounds is not None else sched.rounds
+    last = max(max_rounds if max_rounds is not None else max(sched.max_rounds, first), first)
+    sched = replace(
+        sched,
+        rounds=first,
+        max_rounds=last,
+        values=values if values is not None else sched.values,
+        min_time=min_time if min_time is not None else sched.min_time,
+        time_budget=time_budget if time_budget is not None else sched.time_budget,
+        order=order,
+        seed=seed,
+        pairing=pairing,
+        clock=clock,
+        measure=measure,
+        threshold=threshold if threshold is not None else sched.threshold,
+    )
+    return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)  # type: ignore[arg-type]
