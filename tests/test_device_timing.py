@@ -255,3 +255,34 @@ def test_inherit_site_packages_lends_the_host_packages_to_ref_environments(git_r
     assert lent.returncode == 0, lent.stderr
     (row,) = json.loads(lent.stdout)["regimes"]
     assert row["verdict"] not in ("skipped", "failed"), row["reason"]
+
+
+def test_seed_004_trade_off_is_a_computed_line() -> None:
+    from perfctl.stats.crossover import contrasts
+
+    # callback.register crosses threads 1 and 4 with two strategies, declared lock first.
+    names = [
+        f"callback.register[threads={t},strategy={s}]" for t in (1, 4) for s in ("lock", "lockfree")
+    ]
+    pairs = contrasts([*names, "callback.chatter", "ipc.echo[size=64]"])
+    assert pairs == {
+        "callback.register[threads=1,strategy=lockfree]": "callback.register[threads=1,strategy=lock]",
+        "callback.register[threads=4,strategy=lockfree]": "callback.register[threads=4,strategy=lock]",
+    }
+    # Lock-free is 25% slower alone and 3x faster with four producers (seed 004's trade-off).
+    medians = {1: (1.0, 1.25), 4: (3.0, 1.0)}
+    points = [
+        Point(head, base, medians[t][1], medians[t][1] * 0.97, medians[t][1] * 1.03,
+              medians[t][0], medians[t][0] * 0.97, medians[t][0] * 1.03)
+        for t, (head, base) in zip((1, 4), pairs.items(), strict=True)
+    ]  # fmt: skip
+    (x,) = crossovers(points)
+    assert x.regime == "callback.register[strategy=lockfree]"
+    assert x.baseline == "callback.register[strategy=lock]"
+    assert x.sentence().startswith(
+        "callback.register[strategy=lockfree] beats callback.register[strategy=lock] from threads ≈ "
+    )
+    assert x.at is not None and 1 < x.at < 2
+    # Three values, two sized parameters or a missing variant: no pairing to guess.
+    assert contrasts([f"r[n={n},s={s}]" for n in (1, 2) for s in "abc"]) == {}
+    assert contrasts([f"r[n={n},m={m}]" for n in (1, 2) for m in (3, 4)]) == {}

@@ -358,6 +358,22 @@ def test_rows_judge_targets_and_guards_on_the_stored_comparison(git_repo, cli):
     assert "| `toy_sum` | 50.000 | 40.000 | -20% → -19.98% ❌ missed |" in text  # success metrics
 
 
+def test_a_phase_snapshot_states_its_computed_crossover(git_repo, cli):
+    # Seed 001's sentence ("the GPU wins from …") is computed, not read across rows (#18).
+    refs = make_project(git_repo)
+    rows = [*phase1_rows()]
+    for size, cpu, gpu in (("1K", 1.0, 30.0), ("1M", 900.0, 1000.0), ("16M", 15000.0, 4000.0)):
+        rows.append(rc(f"xo.cpu[size={size}]", cpu, cpu, "no change"))
+        rows.append(rc(f"xo[size={size}]", gpu, gpu, "no change", f"xo.cpu[size={size}]"))
+    store(git_repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", rows)
+    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    assert update(cli, git_repo, "--no-measure").returncode == 0
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("- Crossover:")]
+    assert line.startswith("- Crossover: xo beats xo.cpu from size ≈ 1.")
+    assert line.split("≈ ")[1].split(" ")[0].endswith("M")
+
+
 def test_second_update_changes_nothing_and_check_passes(synthetic, cli):
     repo, _ = synthetic
     assert update(cli, repo, "--no-measure").returncode == 0

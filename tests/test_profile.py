@@ -110,6 +110,7 @@ version = "0"
 
 [tool.perfctl]
 regimes = ["bench/regimes.py"]
+inherit_environ = ["PERFCTL_TEST_BOOM"]  # the set-up failure switch reaches the regime
 """
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -46,11 +46,11 @@ def test_a_zero_threshold_is_kept_not_replaced_by_the_default(tmp_path: Path) ->
     ["alpha = 0\n", "alpha = 1.5\n", "threshold = -0.1\n", "rounds = 0\n", "time_budget = -3\n"],
 )
 def test_out_of_range_config_values_are_config_errors(tmp_path: Path, body: str) -> None:
-    with pytest.raises(ConfigError, match="out of range|must be above 0"):
+    with pytest.raises(ConfigError, match="out of range|must be a number above 0"):
         load_config(project(tmp_path, body))
 
 
 @pytest.mark.parametrize("flag", ["rounds", "max_rounds", "values", "min_time", "time_budget"])
 def test_non_positive_flags_are_usage_errors(flag: str) -> None:
-    with pytest.raises(UsageError, match="must be above 0"):
+    with pytest.raises(UsageError, match="must be a number above 0"):
         settings_for(**{flag: 0})

@@ -174,7 +174,7 @@ def test_from_store_with_no_common_regime_stores_nothing(git_repo: GitRepo) -> N
         store.begin_run(dataclasses.replace(run, ref=RefInfo("x", sha)))
         store.save_result(run.id, RegimeResult(name, "f", "ok", processes=((1.0, 2.0),)), None)
         store.finish_run(run.id, "complete")
-    proc = run_cli("compare", "HEAD~1", "HEAD", "--from-store", cwd=git_repo.path)
+    proc = run_cli("compare", "HEAD~1", "HEAD", "--from-store", "--mix-runs", cwd=git_repo.path)
     assert proc.returncode == 3, proc.stderr
     assert "Error: nothing to compare" in proc.stderr and "Hint:" in proc.stderr
     assert not (git_repo.path / ".perfctl" / "comparisons").exists()

@@ -130,7 +130,18 @@ def phase_lines(spec: PlanSpec, state: PhaseState) -> list[str]:
             "",
             *_provenance(c),
         ]
-    return [*head, *result_table(state), "", _tally(state)]
+    return [*head, *result_table(state), "", _tally(state), *_crossover_lines(c)]
+
+
+def _crossover_lines(c: Comparison | None) -> list[str]:
+    """Computed crossovers and trade-off lines of the phase's head side (seed 001, 004)."""
+    if c is None:
+        return []
+    from perfctl.render.escape import md_escape
+    from perfctl.render.notes import comparison_crossovers
+
+    lines = [f"- Crossover: {md_escape(x.sentence(), 1000)}" for x in comparison_crossovers(c)]
+    return ["", *lines] if lines else []
 
 
 def _provenance(c: Comparison) -> list[str]:

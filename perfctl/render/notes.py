@@ -10,20 +10,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from perfctl.model import OK, Comparison, Run
-from perfctl.stats.crossover import Crossover, Point, crossovers
+from perfctl.stats.crossover import Crossover, Point, contrasts, crossovers
 
 
 def comparison_crossovers(c: Comparison) -> list[Crossover]:
     """Crossovers of the head side (the code as it is after the change)."""
     heads = {r.name: r.head for r in c.regimes if r.head is not None}
+    against = contrasts([r.name for r in c.regimes])
     points = []
     for r in c.regimes:
-        base = heads.get(r.baseline or "")
+        base_name = r.baseline or against.get(r.name, "")
+        base = heads.get(base_name)
         if r.head is None or base is None:
             continue
         h = r.head
         points.append(
-            Point(r.name, r.baseline or "", h.median_s, h.ci_low_s, h.ci_high_s,
+            Point(r.name, base_name, h.median_s, h.ci_low_s, h.ci_high_s,
                   base.median_s, base.ci_low_s, base.ci_high_s)
         )  # fmt: skip
     return crossovers(points)
@@ -36,13 +38,15 @@ def run_crossovers(run: Run) -> list[Crossover]:
     stats = {
         r.name: summarize(r.processes) for r in run.results if r.status == OK and any(r.processes)
     }
+    against = contrasts([r.name for r in run.results])
     points = []
     for r in run.results:
-        s, b = stats.get(r.name), stats.get(r.baseline or "")
+        base_name = r.baseline or against.get(r.name, "")
+        s, b = stats.get(r.name), stats.get(base_name)
         if s is None or b is None:
             continue
         points.append(
-            Point(r.name, r.baseline or "", s.median_s, s.ci_low_s, s.ci_high_s,
+            Point(r.name, base_name, s.median_s, s.ci_low_s, s.ci_high_s,
                   b.median_s, b.ci_low_s, b.ci_high_s)
         )  # fmt: skip
     return crossovers(points)
