@@ -11,7 +11,7 @@ import pytest
 from perfctl.config import load_config
 from perfctl.errors import BuildError, GitError, StoreError, UsageError
 from perfctl.jobs import bisect as job
-from perfctl.jobs.compare import FAST
+from perfctl.jobs.compare import COMPARE_FAST
 from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Status
 from perfctl.stats import verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
@@ -133,7 +133,7 @@ def line(git_repo: GitRepo) -> list[str]:
 def _run(git_repo: GitRepo, shas: list[str], speed, monkeypatch, lucky=None, **kw) -> tuple:  # type: ignore[no-untyped-def]
     fake = FakeCompare(shas, speed, lucky)
     monkeypatch.setattr(job, "compare_refs", fake)
-    settings = job.BisectSettings(compare=FAST, **kw)
+    settings = job.BisectSettings(compare=COMPARE_FAST, **kw)
     record = job.bisect(load_config(git_repo.path), shas[0], shas[-1], "work", settings)
     return record, fake
 
@@ -169,7 +169,7 @@ def test_fake_interrupted_bisection_resumes_its_finished_steps(
     monkeypatch.setattr(job, "compare_refs", ctrl_c_on_the_third)
     config = load_config(git_repo.path)
     with pytest.raises(KeyboardInterrupt):
-        job.bisect(config, line[0], line[-1], "work", job.BisectSettings(compare=FAST))
+        job.bisect(config, line[0], line[-1], "work", job.BisectSettings(compare=COMPARE_FAST))
     done = fake.calls[:]
     record, again = _run(git_repo, line, speed, monkeypatch)
     assert record.culprit is not None and record.culprit.sha == line[6]
@@ -184,7 +184,9 @@ def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
     from perfctl.store.local import open_store
 
     speed = {i: 3.0 for i in range(6, 10)}
-    earlier = FakeCompare(line, speed)(None, line[0], line[5], regimes=["work"], settings=FAST)
+    earlier = FakeCompare(line, speed)(
+        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
+    )
     store = open_store(git_repo.path / ".perfctl")
     store.save_comparison(replace(earlier, id="earlier", machine=fingerprint()))
     record, fake = _run(git_repo, line, speed, monkeypatch)

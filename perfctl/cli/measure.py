@@ -94,7 +94,13 @@ def precision_for(
 
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
-    base = runner.FAST if fast else runner.RIGOROUS if rigorous else runner.DEFAULT
+    base = (
+        runner.PRECISION_FAST
+        if fast
+        else runner.PRECISION_RIGOROUS
+        if rigorous
+        else runner.PRECISION_DEFAULT
+    )
     return replace(
         base,
         processes=processes or base.processes,

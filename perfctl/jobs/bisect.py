@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from perfctl.config import Config
 from perfctl.errors import BuildError, RegimeFailed, UsageError
-from perfctl.jobs.compare import DEFAULT, CompareSettings, Progress, compare_refs
+from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress, compare_refs
 from perfctl.model import (
     FAILED,
     IMPROVED,
@@ -47,7 +47,7 @@ Judge = Callable[[RegimeComparison], Likeness]
 class BisectSettings:
     """How hard each step tries before it gives up on a commit."""
 
-    compare: CompareSettings = DEFAULT
+    compare: CompareSettings = COMPARE_DEFAULT
     attempts: int = 3  # comparisons per commit (each with its own rounds) before "unknown"
     verify_factor: int = 2  # the verification runs this many times the rounds
     fresh: bool = False  # ignore the stored record and comparisons

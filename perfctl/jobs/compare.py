@@ -17,9 +17,9 @@ from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
 from perfctl.jobs.results import side_result, unmeasurable, with_load
 from perfctl.jobs.run import new_run, subjects_env
-from perfctl.jobs.settings import DEFAULT as DEFAULT
-from perfctl.jobs.settings import FAST as FAST
-from perfctl.jobs.settings import RIGOROUS as RIGOROUS
+from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
+from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
+from perfctl.jobs.settings import COMPARE_RIGOROUS as COMPARE_RIGOROUS
 from perfctl.jobs.settings import CompareSettings as CompareSettings
 from perfctl.jobs.settings import settings_for as settings_for
 from perfctl.jobs.shard import split
@@ -67,7 +67,7 @@ def compare_refs(
     """
     from perfctl.store.lock import project_lock
 
-    settings = settings or DEFAULT
+    settings = settings or COMPARE_DEFAULT
     if regimes:
         settings = replace(settings, globs=tuple(regimes))
     say = progress or (lambda _msg: None)

@@ -39,9 +39,9 @@ def compare_from_store(
     mix_runs: bool = False,
 ) -> Comparison:
     """Re-decide a stored comparison of BASE and HEAD (measures nothing); store it."""
-    from perfctl.jobs.compare import DEFAULT
+    from perfctl.jobs.compare import COMPARE_DEFAULT
 
-    settings = settings or DEFAULT
+    settings = settings or COMPARE_DEFAULT
     if comparison and mix_runs:
         raise UsageError(
             "--comparison and --mix-runs exclude each other",

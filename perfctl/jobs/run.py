@@ -25,7 +25,7 @@ class RunOptions:
     regimes: tuple[str, ...] = ()  # --regimes paths (else config)
     globs: tuple[str, ...] = ()  # --regime GLOB
     family: str | None = None
-    precision: runner.Precision = runner.DEFAULT
+    precision: runner.Precision = runner.PRECISION_DEFAULT
     subjects: tuple[tuple[str, str], ...] = ()  # --subject family=module:factory
     lock_wait: float = 600.0
     # "time" (pyperf), "instructions" (callgrind) or "memory" (tracemalloc): measure/counters.py

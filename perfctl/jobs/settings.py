@@ -43,7 +43,7 @@ class CompareSettings:
 
 # Presets. Cost per regime on a 2-core VM at ~0.25 s per process: fast ≈ 3 s,
 # default 3–15 s (stops once the answer is clear), rigorous 10–60 s.
-FAST = CompareSettings(
+COMPARE_FAST = CompareSettings(
     schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10), name="fast"
 )
 
@@ -51,10 +51,10 @@ FAST = CompareSettings(
 # Default: 10 rounds, then sequential sampling (one more round per check) up to 80 rounds
 # or 60 s of measuring per regime, whichever comes first: ~95% power for a 5% change at
 # a process CV of 5% (simulated; see benchmarks/README.md for the measured figure).
-DEFAULT = CompareSettings()
+COMPARE_DEFAULT = CompareSettings()
 
 
-RIGOROUS = CompareSettings(
+COMPARE_RIGOROUS = CompareSettings(
     schedule=Schedule(rounds=20, max_rounds=80, time_budget=240), name="rigorous"
 )
 
@@ -116,7 +116,7 @@ def settings_for(
             time_budget = time_budget if time_budget is not None else config.time_budget
         threshold = threshold if threshold is not None else config.threshold
         alpha = alpha if alpha is not None else config.alpha
-    s = FAST if fast else RIGOROUS if rigorous else DEFAULT
+    s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = s.schedule
     first = rounds if rounds is not None else sched.rounds
     last = max(max_rounds if max_rounds is not None else max(sched.max_rounds, first), first)

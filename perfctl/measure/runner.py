@@ -62,9 +62,9 @@ class Precision:
 
 # pyperf's own presets (see FIELD-NOTES): default 20×(1+3), --fast 10×(1+2),
 # --rigorous 40×(1+3).
-FAST = Precision("fast", processes=10, values=2)
-DEFAULT = Precision("default", processes=20, values=3)
-RIGOROUS = Precision("rigorous", processes=40, values=3)
+PRECISION_FAST = Precision("fast", processes=10, values=2)
+PRECISION_DEFAULT = Precision("default", processes=20, values=3)
+PRECISION_RIGOROUS = Precision("rigorous", processes=40, values=3)
 
 
 @dataclass(frozen=True)
