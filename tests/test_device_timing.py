@@ -77,6 +77,12 @@ def plain(size):
     """No overhead, four steps a unit."""
     n = {"1K": 1024, "4K": 4096, "16K": 16384, "64K": 65536}[size]
     return lambda: _spin(4 * n)
+
+@regime(family="x", params={"threads": [1, 8], "strategy": ["lock", "lockfree"]})
+def tradeoff(threads, strategy):
+    """Seed 004's shape: lock-free costs more alone and less when contended."""
+    n = 10_000 * threads if strategy == "lock" else 30_000 + 2_000 * threads
+    return lambda: _spin(n)
 '''
 
 
@@ -124,6 +130,12 @@ def test_a_crossover_is_computed_from_a_real_run(tmp_path: Path) -> None:
     # 20,000 + n = 4n at n ≈ 6,700: between the 4K and 16K sizes, whatever the noise.
     at = parse_size(line.split("≈ ")[1].split(" ")[0])
     assert at is not None and 4096 < at < 16384
+    # Seed 004's trade-off line, from a two-valued parameter along `threads` (#18).
+    (trade,) = [ln for ln in done.stdout.splitlines() if "beats tradeoff" in ln]
+    head = "Crossover: tradeoff[strategy=lockfree] beats tradeoff[strategy=lock] from threads ≈ "
+    assert trade.startswith(head), trade
+    at = parse_size(trade.split("≈ ")[1].split(" ")[0])
+    assert at is not None and 1 < at < 8  # 10,000 t = 30,000 + 2,000 t at t = 3.75
 
 
 def _point(size: str, ratio: float, spread: float = 0.05) -> Point:
@@ -153,9 +165,9 @@ def test_crossover_interpolates_on_log_axes_with_an_interval() -> None:
 
 def test_crossover_open_bounds_and_no_crossing() -> None:
     (never,) = crossovers(_point(s, r) for s, r in {"1K": 3.0, "1M": 1.5}.items())
-    assert never.at is None and "at no measured size" in never.sentence()
+    assert never.at is None and "at no measured value of size" in never.sentence()
     (always,) = crossovers(_point(s, r) for s, r in {"1K": 0.5, "1M": 0.2}.items())
-    assert always.at is None and "at every measured size" in always.sentence()
+    assert always.at is None and "at every measured value of size" in always.sentence()
     # A crossing so close to the top that the pessimistic curve never gets there.
     (edge,) = crossovers(_point(s, r, spread=0.3) for s, r in {"1K": 2.0, "1M": 0.9}.items())
     assert edge.at is not None and edge.high is None and "beyond the range" in edge.sentence()

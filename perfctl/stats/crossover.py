@@ -57,8 +57,8 @@ class Crossover:
         span = f"{fmt_size(self.sizes[0])}–{fmt_size(self.sizes[-1])}"
         if self.at is None:
             if all(r < 1 for r in self.ratios):
-                return f"{head} at every measured {self.param} ({span})"
-            return f"{head} at no measured {self.param} ({span})"
+                return f"{head} at every measured value of {self.param} ({span})"
+            return f"{head} at no measured value of {self.param} ({span})"
         low = "below the range" if self.low is None else fmt_size(self.low)
         high = "beyond the range" if self.high is None else fmt_size(self.high)
         return f"{head} from {self.param} ≈ {fmt_size(self.at)} (95% CI {low} – {high})"
