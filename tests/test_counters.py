@@ -205,6 +205,28 @@ def test_compare_instructions_regressed(repo: GitRepo) -> None:
     assert 1.5 < rows["work"]["change"] + 1 < 2.2  # twice the squarings, more appends
     table = run_cli("compare", "c1", "c2", "--from-store", cwd=repo.path)
     assert "instructions/op" in table.stdout
+    # Recomputed without --measure: still judged with the counters' own 0.5% band.
+    again = run_cli("compare", "c1", "c2", "--from-store", "--format", "json", cwd=repo.path)
+    data = json.loads(again.stdout)
+    assert data["threshold"] == 0.005 and data["settings"]["measure"] == "instructions"
+
+
+def test_a_recomputed_counter_comparison_keeps_its_band() -> None:
+    from perfctl.jobs.recompute import _as_measured
+    from perfctl.jobs.settings import settings_for
+    from perfctl.model import Comparison, Machine, RefInfo
+
+    machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+    source = Comparison("id", "now", RefInfo("a", "1" * 40), RefInfo("b", "2" * 40), machine,
+                        (), settings={"measure": "instructions"}, threshold=0.005)  # fmt: skip
+    plain = settings_for()  # what `compare A B --from-store` parses
+    assert plain.threshold == 0.02
+    kept = _as_measured(plain, source)
+    assert kept.threshold == 0.005 and kept.schedule.measure == "instructions"
+    asked = settings_for(measure="instructions", threshold=0.01)
+    assert _as_measured(asked, source).threshold == 0.01  # --measure given: the flags win
+    timed = Comparison("id", "now", source.base, source.head, machine, (), threshold=0.02)
+    assert _as_measured(plain, timed) is plain
 
 
 @pytest.mark.slow

@@ -118,6 +118,7 @@ def _recompute(
 ) -> Comparison:
     """Re-decide the raw values of a measured comparison's own runs (sides as asked)."""
     swapped = bool(_orientation(source, refs))
+    settings = _as_measured(settings, source)
     runs = {s: _load(store, source, s) for s in SIDES}
     if swapped:  # measured head → base: the same interleaved runs, read the other way
         runs = {"base": runs["head"], "head": runs["base"]}
@@ -144,6 +145,19 @@ def _recompute(
         settings={**stored, "from_store": True},
         recomputed_from=source.recomputed_from or source.id,
     )
+
+
+def _as_measured(settings: CompareSettings, source: Comparison) -> CompareSettings:
+    """A counter comparison keeps its own band unless this call measures counters too.
+
+    ``compare A B --from-store`` parses as a wall-time call (2% band); re-deciding
+    instruction counts with it would call a +1% change "no change".
+    """
+    measure = str(source.settings.get("measure") or "time")
+    if measure == "time" or settings.schedule.measure != "time":
+        return settings
+    schedule = replace(settings.schedule, threshold=source.threshold, measure=measure)
+    return replace(settings, schedule=schedule)
 
 
 def _commits(config: Config, refs: dict[str, RefInfo]) -> tuple[RefInfo, ...]:
