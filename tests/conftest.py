@@ -152,6 +152,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every test exactly one tier; e2e and slow mark the same tests."""
     for item in items:
         tier = _tier(item)
+        declared = {m.name for m in item.iter_markers()} & {"unit", "cli", "e2e"}
+        if declared - {tier}:  # `-m cli` would select an e2e test too
+            raise pytest.UsageError(f"{item.nodeid}: marked {sorted(declared)}, tier {tier}")
         item.add_marker(tier)
         if tier == "e2e":
             item.add_marker("slow")

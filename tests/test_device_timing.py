@@ -96,6 +96,7 @@ def _project(tmp_path: Path, regimes: str) -> Path:
     return root
 
 
+@pytest.mark.slow  # measures with real pyperf workers
 def test_a_device_clock_is_what_gets_stored_and_host_time_is_a_metric(tmp_path: Path) -> None:
     root = _project(tmp_path, DEVICE_REGIMES)
     listed = run_cli("list", "--format", "json", cwd=root)
@@ -121,6 +122,7 @@ def test_a_device_clock_is_what_gets_stored_and_host_time_is_a_metric(tmp_path: 
     assert "Timed on the device" in table.stdout and "kernel" in table.stdout
 
 
+@pytest.mark.slow  # measures with real pyperf workers
 def test_a_crossover_is_computed_from_a_real_run(tmp_path: Path) -> None:
     root = _project(tmp_path, CROSSOVER_REGIMES)
     done = run_cli("run", *QUICK, cwd=root)

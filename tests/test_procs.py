@@ -18,7 +18,6 @@ from perfctl.regimes import discovery
 from tests.conftest import GitRepo
 
 pytestmark = [
-    pytest.mark.cli,  # real processes throughout
     pytest.mark.skipif(
         not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux-only"
     ),
@@ -60,6 +59,7 @@ FORKS = "import subprocess, sys, time\np = subprocess.Popen(['sleep', '300'])\n"
 )
 
 
+@pytest.mark.cli  # real processes
 def test_group_kills_grandchildren_on_every_exit_path(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     with pytest.raises(RuntimeError), procs.group([sys.executable, "-c", FORKS, str(pidfile)]):
@@ -68,6 +68,7 @@ def test_group_kills_grandchildren_on_every_exit_path(tmp_path: Path) -> None:
     assert gone_within([grandchild])
 
 
+@pytest.mark.cli  # real processes
 def test_probe_timeout_kills_what_the_probe_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,6 +96,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.cli  # real processes
 def test_sigkill_of_perfctl_kills_child_and_the_sweep_takes_the_rest(tmp_path: Path) -> None:
     scratch_note, pidfile = tmp_path / "scratch", tmp_path / "pid"
     holder = subprocess.Popen(
@@ -113,6 +115,7 @@ def test_sigkill_of_perfctl_kills_child_and_the_sweep_takes_the_rest(tmp_path: P
     assert not scratch.exists()
 
 
+@pytest.mark.cli  # real processes
 def test_sweep_leaves_a_running_perfctl_alone(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     with (
@@ -186,6 +189,7 @@ BUILDS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.cli  # real processes
 def test_sigterm_during_a_build_kills_the_build_tree(git_repo: GitRepo, tmp_path: Path) -> None:
     git_repo.write("forks.py", FORKS)
     git_repo.commit("c1")

@@ -110,6 +110,7 @@ def test_list_table_and_family_filter(project: Path) -> None:
     assert "work[n=1000]" in proc.stdout and "skip:" in proc.stdout
 
 
+@pytest.mark.slow  # measures with real pyperf workers
 def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
     proc = run_cli(
         "run", "--regime", "work*", "--regime", "direct*", *QUICK, "--format", "json", cwd=project
@@ -159,6 +160,7 @@ def test_skipped_regime_is_not_failed(project: Path) -> None:
     assert row["status"] == "skipped" and "surely_not_installed_mod" in row["reason"]
 
 
+@pytest.mark.slow  # measures with real pyperf workers
 def test_failures_are_isolated(project: Path) -> None:
     (project / "broken.py").write_text(BROKEN)
     proc = run_cli("run", "--regimes", "broken.py", *QUICK, "--format", "json", cwd=project)
@@ -173,6 +175,7 @@ def test_failures_are_isolated(project: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # measures with real pyperf workers
 def test_sigkill_midway_leaves_a_consistent_store(project: Path) -> None:
     slow = (
         REGIMES
@@ -261,6 +264,7 @@ def test_not_a_project(tmp_path: Path) -> None:
     assert "is not inside a project" in proc.stderr and "Hint:" in proc.stderr
 
 
+@pytest.mark.slow  # measures with real pyperf workers
 def test_explicit_regimes_need_no_project(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     bare.mkdir()

@@ -14,8 +14,6 @@ from perfctl.measure.interleave import SIDES, SideData
 from perfctl.model import RegimeInfo
 from tests.conftest import GitRepo, run_cli
 
-pytestmark = pytest.mark.cli  # real worker processes
-
 REGIMES = """\
 import os, signal
 from perfctl import regime
@@ -38,6 +36,7 @@ def test_durations_never_read_minus_zero() -> None:
     assert runner.seconds(299.6) == "300 s"
 
 
+@pytest.mark.cli  # a real worker process
 def test_a_side_left_no_time_is_not_measured_rather_than_timed_out(tmp_path: Path) -> None:
     regimes = tmp_path / "r.py"
     regimes.write_text("from perfctl import regime\n@regime\ndef a():\n    return lambda: None\n")
@@ -54,6 +53,7 @@ def test_a_side_left_no_time_is_not_measured_rather_than_timed_out(tmp_path: Pat
         assert data[side].reason == "not measured: the other side used up the regime's timeout"
 
 
+@pytest.mark.cli  # a real worker process
 def test_worker_logs_keep_their_last_mebibyte(tmp_path: Path) -> None:
     log = tmp_path / "w.log"
     chatty = "import sys\nfor i in range(60_000): print(f'line {i:06d} ' + 'x' * 40)\n"
