@@ -225,6 +225,7 @@ def test_a_recomputed_counter_comparison_keeps_its_band() -> None:
     assert kept.threshold == 0.005 and kept.schedule.measure == "instructions"
     asked = settings_for(measure="instructions", threshold=0.01)
     assert _as_measured(asked, source).threshold == 0.01  # --measure given: the flags win
+    assert _as_measured(settings_for(threshold=0.03), source).threshold == 0.03  # --threshold
     timed = Comparison("id", "now", source.base, source.head, machine, (), threshold=0.02)
     assert _as_measured(plain, timed) is plain
 

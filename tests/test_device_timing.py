@@ -68,9 +68,9 @@ def _spin(n):
 
 @regime(family="x", params={"size": ["1K", "4K", "16K", "64K"]}, baseline="plain")
 def fixed_cost(size):
-    """A fixed 20,000-step overhead, then one step a unit."""
+    """A fixed 24,576-step overhead, then one step a unit."""
     n = {"1K": 1024, "4K": 4096, "16K": 16384, "64K": 65536}[size]
-    return lambda: (_spin(20_000), _spin(n))
+    return lambda: (_spin(24_576), _spin(n))
 
 @regime(family="x", params={"size": ["1K", "4K", "16K", "64K"]})
 def plain(size):
@@ -78,7 +78,8 @@ def plain(size):
     n = {"1K": 1024, "4K": 4096, "16K": 16384, "64K": 65536}[size]
     return lambda: _spin(4 * n)
 
-@regime(family="x", params={"threads": [1, 8], "strategy": ["lock", "lockfree"]})
+@regime(family="x", params={"threads": [1, 8], "strategy": ["lock", "lockfree"]},
+        baseline="tradeoff[strategy=lock]")
 def tradeoff(threads, strategy):
     """Seed 004's shape: lock-free costs more alone and less when contended."""
     n = 10_000 * threads if strategy == "lock" else 30_000 + 2_000 * threads
@@ -129,7 +130,8 @@ def test_a_crossover_is_computed_from_a_real_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("Crossover:"))
     assert "fixed_cost beats plain from size ≈" in line
-    # 20,000 + n = 4n at n ≈ 6,700: between the 4K and 16K sizes, whatever the noise.
+    # 24,576 + n = 4n at n = 8K, the geometric middle of 4K and 16K: the ratio is 1.75
+    # at 4K and 0.63 at 16K, so the crossing stays between them under any sane noise.
     at = parse_size(line.split("≈ ")[1].split(" ")[0])
     assert at is not None and 4096 < at < 16384
     # Seed 004's trade-off line, from a two-valued parameter along `threads` (#18).
@@ -272,31 +274,41 @@ def test_inherit_site_packages_lends_the_host_packages_to_ref_environments(git_r
 
 
 def test_seed_004_trade_off_is_a_computed_line() -> None:
-    from perfctl.stats.crossover import contrasts
+    from perfctl.regimes.api import RegimeDef
 
-    # callback.register crosses threads 1 and 4 with two strategies, declared lock first.
-    names = [
-        f"callback.register[threads={t},strategy={s}]" for t in (1, 4) for s in ("lock", "lockfree")
+    # baseline= pins one parameter of the regime's own: lock-free against locked, per count.
+    d = RegimeDef(lambda **_: None, "r", "f", 1, {"threads": [1, 4], "strategy": ["lock", "free"]},
+                  "r[strategy=lock]", (), None, (), "")  # fmt: skip
+    assert [d.baseline_for(kw) for _, kw in d.expand()] == [
+        None,  # the locked variant would be its own baseline
+        "r[threads=1,strategy=lock]",
+        None,
+        "r[threads=4,strategy=lock]",
     ]
-    pairs = contrasts([*names, "callback.chatter", "ipc.echo[size=64]"])
-    assert pairs == {
-        "callback.register[threads=1,strategy=lockfree]": "callback.register[threads=1,strategy=lock]",
-        "callback.register[threads=4,strategy=lockfree]": "callback.register[threads=4,strategy=lock]",
-    }
+    plain = RegimeDef(lambda **_: None, "g", "f", 1, {"size": ["1K"]}, "g.cpu", (), None, (), "")
+    assert plain.baseline_for({"size": "1K"}) == "g.cpu[size=1K]"
     # Lock-free is 25% slower alone and 3x faster with four producers (seed 004's trade-off).
     medians = {1: (1.0, 1.25), 4: (3.0, 1.0)}
     points = [
-        Point(head, base, medians[t][1], medians[t][1] * 0.97, medians[t][1] * 1.03,
-              medians[t][0], medians[t][0] * 0.97, medians[t][0] * 1.03)
-        for t, (head, base) in zip((1, 4), pairs.items(), strict=True)
+        Point(f"r[threads={t},strategy=free]", f"r[threads={t},strategy=lock]", free, free * 0.97,
+              free * 1.03, lock, lock * 0.97, lock * 1.03)
+        for t, (lock, free) in medians.items()
     ]  # fmt: skip
     (x,) = crossovers(points)
-    assert x.regime == "callback.register[strategy=lockfree]"
-    assert x.baseline == "callback.register[strategy=lock]"
-    assert x.sentence().startswith(
-        "callback.register[strategy=lockfree] beats callback.register[strategy=lock] from threads ≈ "
+    assert (x.regime, x.baseline) == ("r[strategy=free]", "r[strategy=lock]")
+    assert x.sentence().startswith("r[strategy=free] beats r[strategy=lock] from threads ≈ ")
+    assert x.at is not None and 1 < x.at < 4
+    # The other way round (wins alone, loses contended): said as the baseline winning from.
+    (back,) = crossovers(
+        Point(p.regime, p.baseline, p.base_median, p.base_low, p.base_high, p.median, p.low, p.high)
+        for p in points
     )
-    assert x.at is not None and 1 < x.at < 2
-    # Three values, two sized parameters or a missing variant: no pairing to guess.
-    assert contrasts([f"r[n={n},s={s}]" for n in (1, 2) for s in "abc"]) == {}
-    assert contrasts([f"r[n={n},m={m}]" for n in (1, 2) for m in (3, 4)]) == {}
+    assert back.sentence().startswith("r[strategy=lock] beats r[strategy=free] from threads ≈ ")
+    assert back.at == pytest.approx(x.at)
+    # A baseline whose size parameter has another name still lines up; size 0 is left out.
+    other = [
+        Point(f"g[size={n}]", f"c[n={n}]", m, m, m, 1.0, 1.0, 1.0)
+        for n, m in (("0", 9.0), ("1K", 2.0), ("1M", 0.5))
+    ]
+    (named,) = crossovers(other)
+    assert named.baseline == "c" and named.sizes == (1024.0, 2**20)

@@ -175,7 +175,7 @@ def compare_cmd(
     from perfctl.config import load_config
     from perfctl.jobs import annotate, compare
 
-    if measure == Measure.instructions:
+    if measure == Measure.instructions and not from_store:  # --from-store measures nothing
         from perfctl.measure.counters import require_valgrind
 
         require_valgrind()  # before any environment is built

@@ -148,13 +148,14 @@ def _recompute(
 
 
 def _as_measured(settings: CompareSettings, source: Comparison) -> CompareSettings:
-    """A counter comparison keeps its own band unless this call measures counters too.
+    """A counter comparison keeps its own band unless this call names one.
 
     ``compare A B --from-store`` parses as a wall-time call (2% band); re-deciding
-    instruction counts with it would call a +1% change "no change".
+    instruction counts with it would call a +1% change "no change". ``--threshold``
+    (or ``--measure``, whose band it is) still wins.
     """
     measure = str(source.settings.get("measure") or "time")
-    if measure == "time" or settings.schedule.measure != "time":
+    if measure == "time" or settings.schedule.measure != "time" or settings.threshold_given:
         return settings
     schedule = replace(settings.schedule, threshold=source.threshold, measure=measure)
     return replace(settings, schedule=schedule)

@@ -34,6 +34,7 @@ class CompareSettings:
     lock_wait: float = 600.0
     name: str = "default"
     shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
+    threshold_given: bool = False  # --threshold on the command line (wins over a stored band)
 
     @property
     def threshold(self) -> float:
@@ -86,6 +87,7 @@ def settings_for(
 
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    threshold_given = threshold is not None
     for flag, given in (
         ("--rounds", rounds),
         ("--max-rounds", max_rounds),
@@ -134,4 +136,5 @@ def settings_for(
         measure=measure,
         threshold=threshold if threshold is not None else sched.threshold,
     )
-    return replace(s, schedule=sched, alpha=alpha if alpha is not None else s.alpha, **kw)  # type: ignore[arg-type]
+    alpha = alpha if alpha is not None else s.alpha
+    return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]

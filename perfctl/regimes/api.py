@@ -74,10 +74,28 @@ class RegimeDef:
         return out
 
     def baseline_for(self, kwargs: Mapping[str, Any]) -> str | None:
-        """The full name of the baseline regime with the same params."""
+        """The full name of the baseline regime with the same params.
+
+        ``baseline="r[strategy=lock]"`` pins some params and keeps the rest, so a
+        regime's variants can be set against one another (seed 004's lock-free
+        queue against the locked one at each thread count); a variant that would
+        be its own baseline has none.
+        """
         if not self.baseline:
             return None
-        return full_name(self.baseline, kwargs) if kwargs else self.baseline
+        root, pinned = _split(self.baseline)
+        merged = {**{k: str(v) for k, v in kwargs.items()}, **pinned}
+        name = full_name(root, merged)
+        return None if name == full_name(self.name, kwargs) else name
+
+
+def _split(name: str) -> tuple[str, dict[str, str]]:
+    """``"r[a=1,b=x]"`` -> ``("r", {"a": "1", "b": "x"})``; ``"r"`` -> ``("r", {})``."""
+    root, bracket, inner = name.partition("[")
+    if not bracket or not inner.endswith("]"):
+        return name, {}
+    pairs = (p.partition("=") for p in inner[:-1].split(",") if p)
+    return root, {k.strip(): v.strip() for k, _, v in pairs}
 
 
 def full_name(name: str, kwargs: Mapping[str, Any]) -> str:

@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from perfctl.model import OK, Comparison, Run
-from perfctl.stats.crossover import Crossover, Point, contrasts, crossovers
+from perfctl.stats.crossover import Crossover, Point, crossovers
 
 
 def comparison_crossovers(c: Comparison) -> list[Crossover]:
     """Crossovers of the head side (the code as it is after the change)."""
     heads = {r.name: r.head for r in c.regimes if r.head is not None}
-    against = contrasts([r.name for r in c.regimes])
     points = []
     for r in c.regimes:
-        base_name = r.baseline or against.get(r.name, "")
+        base_name = r.baseline or ""
         base = heads.get(base_name)
         if r.head is None or base is None:
             continue
@@ -38,10 +37,9 @@ def run_crossovers(run: Run) -> list[Crossover]:
     stats = {
         r.name: summarize(r.processes) for r in run.results if r.status == OK and any(r.processes)
     }
-    against = contrasts([r.name for r in run.results])
     points = []
     for r in run.results:
-        base_name = r.baseline or against.get(r.name, "")
+        base_name = r.baseline or ""
         s, b = stats.get(r.name), stats.get(base_name)
         if s is None or b is None:
             continue

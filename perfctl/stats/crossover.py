@@ -8,8 +8,10 @@ interpolated between neighbouring sizes on log-log axes where it crosses 1.
 Its interval comes from the two sides' 95% intervals: the pessimistic curve
 (regime's high end over baseline's low end) crosses later, the optimistic one
 earlier. A bound that never crosses inside the measured sizes stays open.
-The same rule gives seed 004's single- vs multi-thread trade-off line: :func:`contrasts`
-sets one value of a two-valued parameter against the other along ``threads``.
+The same rule gives seed 004's single- vs multi-thread trade-off line: a regime whose
+``baseline=`` pins a parameter of its own (``r[strategy=lock]``) is set against its
+other variant along ``threads``. When the regime wins at small sizes and loses at large
+ones, the sentence is turned round (the baseline beats it from the crossing).
 """
 
 from __future__ import annotations
@@ -88,9 +90,14 @@ def split_name(name: str) -> tuple[str, dict[str, str]]:
     return m.group("root"), {k: v for k, _, v in pairs}
 
 
-def _label(root: str, params: dict[str, str], leave_out: str) -> str:
-    rest = ",".join(f"{k}={v}" for k, v in sorted(params.items()) if k != leave_out)
+def _label(root: str, params: dict[str, str], leave_out: set[str]) -> str:
+    rest = ",".join(f"{k}={v}" for k, v in sorted(params.items()) if k not in leave_out)
     return f"{root}[{rest}]" if rest else root
+
+
+def _sized(params: dict[str, str]) -> list[tuple[str, float]]:
+    found = ((k, parse_size(v)) for k, v in params.items())
+    return [(k, x) for k, x in found if x is not None and x > 0]  # log axes: sizes above 0
 
 
 def crossovers(points: Iterable[Point]) -> list[Crossover]:
@@ -99,13 +106,14 @@ def crossovers(points: Iterable[Point]) -> list[Crossover]:
     for p in points:
         root, params = split_name(p.regime)
         base_root, base_params = split_name(p.baseline)
-        sized = [(k, parse_size(v)) for k, v in params.items()]
-        sized = [(k, x) for k, x in sized if x is not None]
+        sized = _sized(params)
         if len(sized) != 1 or min(p.median, p.base_median, p.low, p.base_low) <= 0:
             continue
         param, x = sized[0]
-        key = (_label(root, params, param), _label(base_root, base_params, param), param)
-        groups.setdefault(key, []).append((x, p))  # type: ignore[arg-type]
+        # The baseline's own size parameter may have another name (r[size=1K] vs c[n=1K]).
+        base_sized = {k for k, _ in _sized(base_params)} | {param}
+        key = (_label(root, params, {param}), _label(base_root, base_params, base_sized), param)
+        groups.setdefault(key, []).append((x, p))
     out = []
     for (name, base, param), found in sorted(groups.items()):
         if len({x for x, _ in found}) < 2:
@@ -115,45 +123,14 @@ def crossovers(points: Iterable[Point]) -> list[Crossover]:
     return out
 
 
-def contrasts(names: Sequence[str]) -> dict[str, str]:
-    """Seed 004's trade-off pairs: each regime's baseline among its own parameter values.
-
-    For a parametrised regime with one size-like parameter (``threads``) and one
-    other parameter with exactly two values (``strategy=lock|lockfree``), the
-    second value is set against the first as it was declared (first seen in
-    ``names``): ``r[threads=4,strategy=lockfree]`` -> ``r[threads=4,strategy=lock]``.
-    """
-    roots: dict[str, list[dict[str, str]]] = {}
-    for name in names:
-        root, params = split_name(name)
-        if params:
-            roots.setdefault(root, []).append(params)
-    out: dict[str, str] = {}
-    for root, variants in roots.items():
-        keys = set(variants[0])
-        sized = {k for k in keys if all(parse_size(v.get(k, "")) is not None for v in variants)}
-        others = [k for k in sorted(keys - sized)]
-        if len(sized) != 1 or len(others) != 1 or any(set(v) != keys for v in variants):
-            continue
-        values = list(dict.fromkeys(v[others[0]] for v in variants))
-        if len(values) != 2:
-            continue
-        for v in variants:
-            if v[others[0]] == values[1]:
-                base = {**v, others[0]: values[0]}
-                out[_name(root, v)] = _name(root, base)
-    return out
-
-
-def _name(root: str, params: dict[str, str]) -> str:
-    return f"{root}[{','.join(f'{k}={v}' for k, v in params.items())}]"
-
-
 def _crossover(name: str, base: str, param: str, found: list[tuple[float, Point]]) -> Crossover:
     sizes = [x for x, _ in found]
     mid = [p.median / p.base_median for _, p in found]
     late = [p.high / p.base_low for _, p in found]  # the regime at its slowest
     early = [p.low / p.base_high for _, p in found]  # ... and at its fastest
+    if mid[0] < 1 <= mid[-1]:  # wins small, loses large: say it as the baseline winning from
+        name, base = base, name
+        mid, late, early = [1 / r for r in mid], [1 / r for r in early], [1 / r for r in late]
     at = _first_crossing(sizes, mid)
     if at is None:
         return Crossover(name, base, param, None, None, None, tuple(sizes), tuple(mid))

@@ -5,8 +5,9 @@ Seeds 000 (``callback_chatter``) and 004 (PyLoop's lock-free extraction). Subjec
 ``callback_loop`` -> ``asyncio:new_event_loop`` (any asyncio-compatible loop) and
 ``callback_registry`` -> ``perfctl.regimes.subjects.callback:CallbackQueue`` (``factory(strategy)``
 with ``register(cb)``/``drain()``). ``callback.register`` crosses threads 1 and 4 with the
-lock and lock-free strategies, so a single-thread regression and a multi-thread gain show
-side by side. Loaded by path in worker processes: imports only the stdlib and perfctl.
+lock and lock-free strategies, the lock-free variant with the locked one as its baseline,
+so a single-thread regression and a multi-thread gain show side by side and the crossover
+line under the table says from which thread count lock-free wins. Loaded by path in worker processes: imports only the stdlib and perfctl.
 """
 
 from __future__ import annotations
@@ -267,6 +268,7 @@ def _register_metrics(
     family="callback",
     ops=REGISTRATIONS,
     params={"threads": [1, 4], "strategy": ["lock", "lockfree"]},
+    baseline="callback.register[strategy=lock]",  # the trade-off line: lock-free vs locked
     metrics=(*LATENCY_METRICS, "throughput_ops_s"),
     tags=("seed-004",),
 )
