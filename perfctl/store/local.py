@@ -150,9 +150,9 @@ class SqliteStore:
     def list_runs(self) -> list[Run]:
         """Every stored run, newest first (runs killed midway show 'running')."""
         runs = []
-        for d in self._ids("runs"):
+        for d in self._ids("runs"):  # exact ids: resolving each would list the store again
             with contextlib.suppress(DamagedRecord):
-                runs.append(self.load_run(d))
+                runs.append(self.load_run_file(d))
         return sorted(runs, key=lambda r: r.started, reverse=True)
 
     # -- comparisons --------------------------------------------------------
@@ -178,9 +178,9 @@ class SqliteStore:
     def list_comparisons(self) -> list[Comparison]:
         """Every stored comparison, newest first."""
         out = []
-        for cid in self._ids("comparisons"):
+        for cid in self._ids("comparisons"):  # exact ids: no per-id listing (was quadratic)
             with contextlib.suppress(DamagedRecord):
-                out.append(self.load_comparison(cid))
+                out.append(self._load_comparison_file(cid))
         return sorted(out, key=lambda c: (c.created, c.id), reverse=True)
 
     def last_comparison(self) -> Comparison:
