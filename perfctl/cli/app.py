@@ -93,6 +93,8 @@ def main() -> None:
     procs.sweep()  # what a killed perfctl left: its children's groups, its scratch folders
     try:
         rv = app(standalone_mode=False)
+        if (lost := common.swallowed_signal()) is not None:
+            raise lost  # Ctrl-C landed where Python swallows exceptions: still a stop
     except KeyboardInterrupt as exc:
         common.interrupted(exc)
         code = common.interrupted_code(exc)

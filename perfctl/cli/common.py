@@ -59,8 +59,27 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+SWALLOWED: list[int] = []  # signals received, in case the exception was swallowed
+
+
 def _raise_terminated(signum: int, _frame: object) -> None:
+    SWALLOWED.append(signum)
     raise Terminated(signum)
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    SWALLOWED.append(signum)
+    raise KeyboardInterrupt
+
+
+def swallowed_signal() -> KeyboardInterrupt | None:
+    """A stop signal whose exception was swallowed (it can land in an at-fork hook or a
+    ``__del__``, where Python only prints "Exception ignored"), to honour it on the way out."""
+    import signal
+
+    if not SWALLOWED:
+        return None
+    return KeyboardInterrupt() if SWALLOWED[-1] == signal.SIGINT else Terminated(SWALLOWED[-1])
 
 
 def stop_cleanly_on_signals() -> None:
@@ -74,6 +93,8 @@ def stop_cleanly_on_signals() -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _raise_terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupt)
 
 
 def interrupted_code(exc: KeyboardInterrupt) -> int:
