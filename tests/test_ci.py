@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,21 +283,27 @@ def test_ci_end_to_end(git_repo: GitRepo, fake_github: FakeGitHub, tmp_path: Pat
     assert data["base"]["sha"] == base and data["regimes"][0]["verdict"] == "regressed"
 
     # Again with --repo/--pr, the default base (merge-base with main), and no gate:
-    # exit 0, and the same comment is updated, not duplicated.
+    # exit 0, and the same comment is updated, not duplicated. This runner keeps its
+    # history on a branch of its origin (pulled first, pushed after).
     env["GITHUB_EVENT_PATH"] = ""
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    git_repo.git("remote", "add", "origin", str(origin))
+    git_repo.git("push", "-q", "origin", "main", "feature")
     again = run_cli(
-        "ci",
-        *fast,
-        "--repo",
-        REPO,
-        "--pr",
-        "5",
-        "--artifacts",
-        str(tmp_path / "art"),
-        cwd=git_repo.path,
-        env=env,
-    )
+        "ci", *fast, "--repo", REPO, "--pr", "5", "--artifacts", str(tmp_path / "art"),
+        "--history-branch", "perfctl-data", cwd=git_repo.path, env=env,
+    )  # fmt: skip
     assert again.returncode == 0, again.stderr
+    # Both ci runs' records (2 runs and a comparison each) went to the branch...
+    assert "history origin/perfctl-data: pushed 4 runs and 2 comparisons" in again.stderr
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    pulled = run_cli("sync", "perfctl-data", "--pull-only", cwd=fresh)
+    assert "pulled 4 runs and 2 comparisons" in pulled.stderr, pulled.stderr
+    # ...and a fresh runner's history report charts them.
+    history = run_cli("report", "--history", "-o", "h.html", cwd=fresh)
+    assert history.returncode == 0 and (fresh / "h.html").is_file(), history.stderr
     assert len(fake_github.bodies(pr=5)) == 1 and len(fake_github.calls("POST")) == 1
     assert "Comment updated" in again.stderr or "Comment unchanged" in again.stderr
     assert json.loads((tmp_path / "art" / "comparison.json").read_text())["base"]["sha"] == base

@@ -58,6 +58,14 @@ def test_sharded_workflow_has_a_matrix_and_one_fan_in_job(tmp_path: Path) -> Non
     assert merge["steps"][-1]["name"] == "Gate"
     # Pull requests never write to the shared history store.
     assert "github.event_name != 'pull_request'" in wf["env"]["PERFCTL_STORE_URL"]
+    # Without one, nightly shards push to the history branch and the merge job pulls it.
+    assert shard["permissions"] == {"contents": "write"} and "permissions" not in merge
+    nightly = measure.split("else", 1)[1]
+    assert "history=(--history-branch perfctl-data)" in nightly and '"${history[@]}"' in nightly
+    assert "--history-branch" not in measure.split("else", 1)[0]
+    report = _step(merge, "History report")
+    assert "perfctl sync perfctl-data --pull-only" in report["run"]
+    assert report["if"] == "always() && github.event_name != 'pull_request'"
 
 
 def test_one_shard_is_the_plain_workflow_and_bad_counts_are_refused(tmp_path: Path) -> None:

@@ -36,6 +36,11 @@ UrlBaseOpt = Annotated[
 ]
 
 
+HistoryRemoteOpt = Annotated[
+    str, typer.Option("--history-remote", help="The git remote of the history branch.")
+]
+
+
 class CiKind(StrEnum):
     """CI systems `perfctl init --ci` can write workflows for."""
 
@@ -177,6 +182,15 @@ def ci_cmd(
     shard_run: Annotated[
         str | None, typer.Option("--shard-run", help="Id shared by the shards of one run.")
     ] = None,
+    history_branch: Annotated[
+        str | None,
+        typer.Option(
+            "--history-branch",
+            help="Pull this git branch's stored history first and push the new results "
+            "to it after (retried on push races); default-branch runs only.",
+        ),
+    ] = None,
+    history_remote: HistoryRemoteOpt = "origin",
     project: ProjectOpt = None,
 ) -> None:
     """Compare in CI: write artefacts and the job summary, comment on the PR, then gate.
@@ -222,6 +236,8 @@ def ci_cmd(
         marker_id=marker_id,
         url_base=url_base,
         settings=settings,
+        history_branch=history_branch,
+        history_remote=history_remote,
     )
     outcome = run_ci(config, opts, os.environ, progress=_progress)
     _finish(outcome)
@@ -247,6 +263,10 @@ def _finish(outcome: CiOutcome) -> None:
         _say(f"Comment {ctx.action}{': ' + ctx.url if ctx.url else ''}")
     if outcome.publish_error is not None:
         print_error(outcome.publish_error)
+    for line in outcome.history:
+        _say(line)
+    if outcome.history_error is not None:
+        print_error(outcome.history_error)
     failed = [r.name for r in outcome.comparison.regimes if r.verdict == FAILED]
     if failed:
         _say(f"Error: {len(failed)} regime(s) failed: {', '.join(failed)}")
@@ -290,8 +310,32 @@ def init(
         emit(f"{step.action:<11} {step.path.relative_to(root)}")
 
 
+@guarded
+def sync(
+    branch: Annotated[str, typer.Argument(help="The history branch, e.g. perfctl-data.")],
+    remote: Annotated[str, typer.Option("--remote", help="The branch's git remote.")] = "origin",
+    pull_only: Annotated[
+        bool, typer.Option("--pull-only", help="Only pull the branch's records; push nothing.")
+    ] = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Pull a history branch's runs and comparisons into the store, then push the new local ones.
+
+    The branch is never checked out; records are only ever added (push races retried).
+
+    Example: perfctl sync perfctl-data && perfctl report --history
+    """
+    from perfctl.config import load_config
+    from perfctl.jobs import history
+
+    outcome = history.sync(load_config(project), branch, remote, not pull_only, _progress)
+    for line in history.describe(outcome):
+        _say(line)
+
+
 def register(app: typer.Typer) -> None:
-    """Add comment, ci and init."""
+    """Add comment, ci, sync and init."""
     app.command("comment", rich_help_panel=PUBLISH)(comment)
     app.command("ci", rich_help_panel=PUBLISH)(ci_cmd)
+    app.command("sync", rich_help_panel=PUBLISH)(sync)
     app.command("init", rich_help_panel=MANAGE)(init)

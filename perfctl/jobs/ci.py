@@ -29,6 +29,7 @@ from perfctl.errors import (
     EXIT_OK,
     EXIT_REGRESSION,
     GitError,
+    PerfctlError,
     PublishError,
     UsageError,
 )
@@ -80,6 +81,8 @@ class CiOptions:
     url_base: str | None = None
     regimes: list[str] | None = None
     settings: Any = None  # perfctl.jobs.compare.CompareSettings
+    history_branch: str | None = None  # pull before, push after (jobs/history.py)
+    history_remote: str = "origin"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class CiOutcome:
     comment: CommentResult | None = None
     publish_error: PublishError | None = None
     exit_code: int = EXIT_OK
+    history: tuple[str, ...] = ()  # what the history branch sync did
+    history_error: PerfctlError | None = None
 
 
 # -- GitHub Actions context -------------------------------------------------------
@@ -288,6 +293,7 @@ def run_ci(
     ctx = pr_context(event, env, opts.repo, opts.pr)
     dest = artifacts_dir(opts.artifacts or config.root / DEFAULT_ARTIFACTS)
     base = opts.base or default_base(config.root, opts.head, ctx)
+    history, _ = _sync_history(config, opts, progress, push=False)  # stored durations, reuse
     c = compare_refs(
         config, base, opts.head, regimes=opts.regimes, settings=opts.settings,
         progress=progress, executor=executor,
@@ -312,7 +318,31 @@ def run_ci(
         comment, error, why_not = _maybe_post(ctx, body, mark, env)
         notes += [why_not] if why_not else []
         code = EXIT_FAILURE if error is not None else gate_exit_code(c, opts.fail_on_regression)
-    return CiOutcome(c, body, tuple(files), tuple(notes), comment, error, code)
+    pushed, history_error = _sync_history(config, opts, progress, push=True)
+    if history_error is not None and code == EXIT_OK:
+        code = EXIT_FAILURE  # asked to keep the history and could not; a verdict still wins
+    outcome = CiOutcome(c, body, tuple(files), tuple(notes), comment, error, code)
+    return replace(outcome, history=(*history, *pushed), history_error=history_error)
+
+
+def _sync_history(
+    config: Config, opts: CiOptions, progress: Callable[[str], None] | None, *, push: bool
+) -> tuple[list[str], PerfctlError | None]:
+    """Pull (before measuring) or pull and push (after) the history branch, if asked."""
+    if opts.history_branch is None:
+        return [], None
+    from perfctl.errors import UsageError
+    from perfctl.jobs import history
+
+    try:
+        done = history.sync(config, opts.history_branch, opts.history_remote, push, progress)
+    except UsageError:
+        raise
+    except PerfctlError as exc:
+        if not push:  # the push after measuring fetches again; measure anyway
+            return [f"Warning: {exc.message}"], None
+        return [], exc
+    return history.describe(done, quiet=push), None
 
 
 def _maybe_post(

@@ -223,6 +223,11 @@ class SqliteStore:
                 out.append(self.load_comparison(cid))
         return out
 
+    def reindex(self) -> None:
+        """Bring the index in step with the files (after files were added from elsewhere)."""
+        for kind in ("runs", "comparisons"):
+            self._ids(kind)
+
     # -- helpers ------------------------------------------------------------
     def _files(self, kind: str) -> list[str]:
         folder = self.root / kind
