@@ -122,8 +122,12 @@ def test_concurrent_pushes_all_land(tmp_path: Path) -> None:
     env = {**GIT_ENV, "PATH": __import__("os").environ["PATH"]}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", start], cwd=r.path, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-c", start],
+            cwd=r.path,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )  # fmt: skip
         for r in runners
     ]
@@ -189,7 +193,10 @@ def test_errors_are_one_line_and_never_show_credentials(tmp_path: Path) -> None:
     a.git("remote", "add", "secret", "http://someone:tok3nvalue@127.0.0.1:9/x.git")
     failed = run_cli("sync", BRANCH, "--remote", "secret", cwd=a.path)
     assert failed.returncode == 3, failed.stderr
-    assert "\nError: could not read the history branch 'perfctl-data' of remote 'secret': fatal:" in failed.stderr
+    assert (
+        "\nError: could not read the history branch 'perfctl-data' of remote 'secret': fatal:"
+        in failed.stderr
+    )
     assert "Hint:" in failed.stderr and "Traceback" not in failed.stderr
     assert "tok3nvalue" not in failed.stdout + failed.stderr
     bad = run_cli("sync", "a..b", cwd=a.path)
