@@ -311,6 +311,15 @@ def test_ci_end_to_end(git_repo: GitRepo, fake_github: FakeGitHub, tmp_path: Pat
         if path.is_file() and ".git" not in path.parts:
             assert TOKEN.encode() not in path.read_bytes(), path
     assert TOKEN not in gated.stdout + gated.stderr + again.stdout + again.stderr
+    # Counters in CI: --measure reaches the comparison, and the comment shows the unit.
+    counted = run_cli(
+        "ci", "--measure", "memory", "--repo", REPO, "--pr", "6",
+        "--artifacts", str(tmp_path / "mem"), cwd=git_repo.path, env=env,
+    )  # fmt: skip
+    assert counted.returncode == 0, counted.stderr
+    assert "blocks/op" in counted.stdout and "| work |" in counted.stdout, counted.stdout
+    saved = json.loads((tmp_path / "mem" / "comparison.json").read_text())
+    assert saved["settings"]["measure"] == "memory", saved["settings"]
 
 
 # -- `perfctl init` --------------------------------------------------------------------------

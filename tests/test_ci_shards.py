@@ -59,12 +59,17 @@ def test_sharded_workflow_has_a_matrix_and_one_fan_in_job(tmp_path: Path) -> Non
     # Pull requests never write to the shared history store.
     assert "github.event_name != 'pull_request'" in wf["env"]["PERFCTL_STORE_URL"]
     # Without one, nightly shards push to the history branch and the merge job pulls it.
-    assert shard["permissions"] == {"contents": "write"} and "permissions" not in merge
+    assert shard["permissions"] == {"contents": "write"}
+    assert merge["permissions"] == {"contents": "write", "pull-requests": "write"}
+    for job in (shard, merge):  # in PRs the token is not left in the checkout
+        checkout = job["steps"][0]["with"]["persist-credentials"]
+        assert checkout == "${{ github.event_name != 'pull_request' }}"
     nightly = measure.split("else", 1)[1]
     assert "history=(--history-branch perfctl-data)" in nightly and '"${history[@]}"' in nightly
+    assert '[ "$EVENT_NAME" = "schedule" ] && [ -z "$PERFCTL_STORE_URL" ]' in nightly
     assert "--history-branch" not in measure.split("else", 1)[0]
     report = _step(merge, "History report")
-    assert "perfctl sync perfctl-data --pull-only" in report["run"]
+    assert 'perfctl sync perfctl-data "${push[@]}"' in report["run"]
     assert report["if"] == "always() && github.event_name != 'pull_request'"
 
 

@@ -158,9 +158,15 @@ def _plant(origin: Path, tmp_path: Path, files: dict[str, str]) -> None:
 
 def test_bad_records_on_the_branch_are_refused_by_name(tmp_path: Path) -> None:
     origin = _origin(tmp_path)
+    from perfctl.model import to_dict
+
     good = make_comparison()
     other = replace(good, id="20260101T000000-999999")
-    from perfctl.model import to_dict
+    run = replace(make_runs(n_runs=1, regimes=1)[0], status="complete")
+    bad_types = to_dict(replace(run, id="20260101T000000-000004"))
+    bad_types["ref"]["dirty"] = "x"
+    nan_run = to_dict(replace(run, id="20260101T000000-000005"))
+    nan_run["results"][0]["processes"] = [[0.5]]
 
     _plant(
         origin,
@@ -170,7 +176,11 @@ def test_bad_records_on_the_branch_are_refused_by_name(tmp_path: Path) -> None:
             "comparisons/20260101T000000-000001.json": json.dumps(to_dict(other)),
             "comparisons/20260101T000000-000002.json": "not json",
             "runs/20260101T000000-000003/run.json": '{"schema": 99}',
-            "notes/anything.txt": "ignored",
+            # Right schema, wrong types: would break the index if it were written.
+            "runs/20260101T000000-000004/run.json": json.dumps(bad_types),
+            "runs/20260101T000000-000005/run.json": json.dumps(nan_run).replace("0.5", "NaN"),
+            "runs/20260101T000000-000006/run.json": "[" * 100_000 + "]" * 100_000,
+            "README.md": "planted",
         },
     )
     c = _runner(tmp_path, origin, "c")
@@ -178,12 +188,55 @@ def test_bad_records_on_the_branch_are_refused_by_name(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "pulled 0 runs and 1 comparison" in done.stderr
     refused = [line for line in done.stderr.splitlines() if "refused" in line]
-    assert len(refused) == 3, done.stderr
+    assert len(refused) == 6, done.stderr
     assert "holds comparison '20260101T000000-999999'" in done.stderr
+    assert "ref.dirty: expected true or false" in done.stderr
     state = c.path / ".perfctl"
     assert sorted(p.name for p in (state / "comparisons").iterdir()) == [f"{good.id}.json"]
-    assert not (state / "runs").exists() and not (state / "notes").exists()
+    assert not (state / "runs").exists()
     assert "Traceback" not in done.stderr
+    listed = run_cli("runs", cwd=c.path)  # the store still works
+    assert listed.returncode == 0, listed.stderr
+
+
+def test_a_branch_that_is_not_a_history_branch_is_refused(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _runner(tmp_path, origin, "a")
+    _store_runs(a, 0, 1)
+    done = run_cli("sync", "main", cwd=a.path)
+    assert done.returncode == 2, done.stderr
+    assert "does not look like a perfctl history branch: it holds" in done.stderr
+    assert "runs/" not in " ".join(_branch_files_of(origin, "main"))
+
+
+def _branch_files_of(origin: Path, branch: str) -> list[str]:
+    out = subprocess.run(
+        ["git", "--git-dir", str(origin), "ls-tree", "-r", "--name-only", branch],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return out.stdout.split()
+
+
+def test_an_interrupted_pull_is_finished_and_unexportable_runs_are_named(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _runner(tmp_path, origin, "a")
+    ids = _store_runs(a, 0, 2)
+    # A run whose pyperf file is gone cannot be pushed whole: named, not pushed.
+    (a.path / ".perfctl" / "runs" / ids[1] / "pyperf").rename(a.path / "moved")
+    done = run_cli("sync", BRANCH, cwd=a.path)
+    assert done.returncode == 0, done.stderr
+    assert "pushed 1 run and 0 comparisons" in done.stderr
+    assert f"not pushed: run {ids[1]}: runs/{ids[1]}/pyperf/" in done.stderr
+    # A pull killed after the pyperf files and before run.json: the next one finishes it.
+    b = _runner(tmp_path, origin, "b")
+    leftover = b.path / ".perfctl" / "runs" / ids[0] / "pyperf" / "stale.json"
+    leftover.parent.mkdir(parents=True)
+    for name in {p.name for p in (a.path / ".perfctl" / "runs" / ids[0] / "pyperf").iterdir()}:
+        (leftover.parent / name).write_text("{}")
+    done = run_cli("sync", BRANCH, "--pull-only", cwd=b.path)
+    assert "pulled 1 run and 0 comparisons" in done.stderr, done.stderr
+    run = SqliteStore(b.path / ".perfctl").load_run(ids[0])
+    assert json.loads((b.path / ".perfctl" / run.results[0].pyperf_file).read_text())["metadata"]
 
 
 def test_errors_are_one_line_and_never_show_credentials(tmp_path: Path) -> None:

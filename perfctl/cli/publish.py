@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfctl.cli.common import MANAGE, PUBLISH, ProjectOpt, emit, guarded
-from perfctl.cli.measure import GlobOpt, RegimesOpt
+from perfctl.cli.measure import GlobOpt, Measure, MeasureOpt, RegimesOpt
 from perfctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -172,6 +172,7 @@ def ci_cmd(
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting.")
     ] = False,
+    measure: MeasureOpt = Measure.time,
     regimes: RegimesOpt = None,
     regime: GlobOpt = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
@@ -205,6 +206,10 @@ def ci_cmd(
     from perfctl.jobs.compare import settings_for
     from perfctl.jobs.shard import parse_shard
 
+    if measure == Measure.instructions:
+        from perfctl.measure.counters import require_valgrind
+
+        require_valgrind()  # before any environment is built
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
     settings = settings_for(
@@ -225,6 +230,7 @@ def ci_cmd(
         globs=tuple(regime or ()),
         family=family,
         shard=parse_shard(shard, shard_run) if shard else None,
+        measure=measure.value,
     )
     opts = CiOptions(
         base=base,

@@ -336,12 +336,17 @@ def _sync_history(
 
     try:
         done = history.sync(config, opts.history_branch, opts.history_remote, push, progress)
-    except UsageError:
+    except UsageError as exc:
+        if push:  # checked before measuring: the branch changed meanwhile; keep the outcome
+            return [], exc
         raise
-    except PerfctlError as exc:
+    except Exception as exc:  # noqa: BLE001 - the history must never cost the verdict
+        error = (
+            exc if isinstance(exc, PerfctlError) else history.failed(repr(exc), opts.history_branch)
+        )
         if not push:  # the push after measuring fetches again; measure anyway
-            return [f"Warning: {exc.message}"], None
-        return [], exc
+            return [f"Warning: {error.message}"], None
+        return [], error
     return history.describe(done, quiet=push), None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from perfctl.store.local import SqliteStore
 from perfctl.store.lock import project_lock
 
 ATTEMPTS = 8
+HISTORY_DIRS = ("runs/", "comparisons/")
 BRANCH_README = """\
 # perfctl history
 
@@ -48,6 +49,7 @@ class SyncOutcome:
     commit: str | None = None
     retries: int = 0
     pushing: bool = True  # False: --pull-only
+    skipped: tuple[str, ...] = ()  # local runs that cannot be exported whole
 
 
 def history_store(config: Config) -> SqliteStore:
@@ -56,7 +58,8 @@ def history_store(config: Config) -> SqliteStore:
         raise UsageError(
             "a history branch is for the local SQLite store, and this project uses a "
             "PostgreSQL store, which already keeps the history",
-            "drop --history-branch (or unset PERFCTL_STORE_URL / the `store` URL)",
+            "use the history branch with the local store (unset PERFCTL_STORE_URL or the "
+            "`store` URL), or keep the history in the database and drop the branch",
         )
     return SqliteStore(config.state_dir)
 
@@ -82,12 +85,25 @@ def sync(
 
 def _pull(root: Path, store: SqliteStore, tip: str | None) -> exchange.Imported:
     on_branch = branch_git.list_files(root, tip)
+    _check_is_history(on_branch)
     missing = exchange.wanted(store, on_branch)
-    if not missing:
-        return exchange.Imported()
-    return exchange.import_files(
-        store, {p: branch_git.read_blob(root, on_branch[p]) for p in missing}
-    )
+    big = [p for p in missing if on_branch[p].size > exchange.MAX_FILE]
+    small = [p for p in missing if p not in big]
+    blobs = branch_git.read_blobs(root, (on_branch[p].sha for p in small))
+    done = exchange.import_files(store, {p: blobs[on_branch[p].sha] for p in small})
+    too_big = tuple(f"{p}: over {exchange.MAX_FILE // 2**20} MiB" for p in big)
+    return replace(done, refused=done.refused + too_big)
+
+
+def _check_is_history(on_branch: Mapping[str, object]) -> None:
+    """Refuse a branch that holds anything but history files (``main`` by mistake)."""
+    other = [p for p in on_branch if p != "README.md" and not p.startswith(HISTORY_DIRS)]
+    if other:
+        raise UsageError(
+            f"the branch does not look like a perfctl history branch: it holds {other[0]!r}"
+            f"{f' and {len(other) - 1} more files' if len(other) > 1 else ''}",
+            "name a branch only perfctl writes (e.g. perfctl-data); a new name is created",
+        )
 
 
 def _push(
@@ -97,7 +113,8 @@ def _push(
     tip: str | None,
     say: Callable[[str], None],
 ) -> SyncOutcome:
-    mine = exchange.exportable(store)
+    mine, skipped = exchange.exportable(store)
+    outcome = replace(outcome, skipped=tuple(skipped))
     for attempt in range(ATTEMPTS):
         on_branch = branch_git.list_files(root, tip)
         new = {p: f for p, f in mine.items() if p not in on_branch}
@@ -111,7 +128,7 @@ def _push(
         message = f"perfctl: add {_count(runs, 'run')} and {_count(comps, 'comparison')}"
         commit = branch_git.commit_files(root, tip, files, message)
         try:
-            branch_git.push(root, outcome.remote, outcome.branch, commit)
+            branch_git.push(root, outcome.remote, outcome.branch, commit, tip)
         except branch_git.Raced:
             if attempt == ATTEMPTS - 1:
                 break
@@ -151,4 +168,13 @@ def describe(outcome: SyncOutcome, quiet: bool = False) -> list[str]:
             f"(commit {outcome.commit[:12]}{retried})"
         )
     lines += [f"Warning: history {where}: refused {why}" for why in p.refused]
+    lines += [f"Warning: history {where}: not pushed: {why}" for why in outcome.skipped]
     return lines
+
+
+def failed(why: str, branch: str) -> branch_git.HistoryError:
+    """An unexpected failure of the history step, as an error that names it."""
+    return branch_git.HistoryError(
+        f"the history branch {branch!r} step failed: {why[:200]}",
+        "run `perfctl sync BRANCH` to retry; the results are kept in the local store",
+    )

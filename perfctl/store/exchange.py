@@ -16,24 +16,24 @@ so an import killed midway leaves a consistent store.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfctl.errors import StoreError
+from perfctl.errors import PerfctlError
 from perfctl.files import atomic_write_text
 from perfctl.model import Comparison, Run, comparison_from_dict, run_from_dict
-from perfctl.store import repair
+from perfctl.store import repair, schema
 from perfctl.store.local import SqliteStore
 
 FINISHED = ("complete", "failed")
 MAX_FILE = 64 * 2**20
 _ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+_SLUG = r"\.?[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}"  # what store.ids.slug makes, never . or ..
 RUN_FILE = re.compile(rf"runs/(?P<id>{_ID})/run\.json")
-PYPERF_FILE = re.compile(rf"runs/(?P<id>{_ID})/pyperf/{_ID}\.json")
+PYPERF_FILE = re.compile(rf"runs/(?P<id>{_ID})/pyperf/{_SLUG}\.json")
 COMPARISON_FILE = re.compile(rf"comparisons/(?P<id>{_ID})\.json")
 
 
@@ -46,28 +46,61 @@ class Imported:
     refused: tuple[str, ...] = ()
 
 
-def exportable(store: SqliteStore) -> dict[str, Path]:
-    """Every finished run's files and every comparison file: branch path → file."""
+def exportable(store: SqliteStore) -> tuple[dict[str, Path], list[str]]:
+    """Every finished run's files and every comparison file (branch path → file); skipped runs."""
     out: dict[str, Path] = {}
+    skipped: list[str] = []
     for run in store.list_runs():
         if run.status not in FINISHED:
             continue  # still running, or interrupted and resumable: it may change
         folder = store.root / "runs" / run.id
-        out[f"runs/{run.id}/run.json"] = folder / "run.json"
-        for file in sorted((folder / "pyperf").glob("*.json")):
-            out[f"runs/{run.id}/pyperf/{file.name}"] = file
+        files = {f"runs/{run.id}/run.json": folder / "run.json"}
+        files.update(
+            {
+                f"runs/{run.id}/pyperf/{f.name}": f
+                for f in sorted((folder / "pyperf").glob("*.json"))
+            }
+        )
+        files = {p: f for p, f in files.items() if _fits(p) and f.is_file()}
+        lacking = [
+            r.pyperf_file for r in run.results if r.pyperf_file and r.pyperf_file not in files
+        ]
+        if f"runs/{run.id}/run.json" not in files or lacking:
+            # Pushed without its files it would be refused by every importer, for ever.
+            skipped.append(
+                f"run {run.id}: {lacking[0] if lacking else 'run.json'} cannot be exported"
+            )
+            continue
+        out.update(files)
     for c in store.list_comparisons():
-        out[f"comparisons/{c.id}.json"] = store.root / "comparisons" / f"{c.id}.json"
-    return {path: file for path, file in out.items() if _fits(path) and file.is_file()}
+        path = store.root / "comparisons" / f"{c.id}.json"
+        if _fits(f"comparisons/{c.id}.json") and path.is_file():
+            out[f"comparisons/{c.id}.json"] = path
+    return out, skipped
 
 
 def _fits(path: str) -> bool:
     return any(p.fullmatch(path) for p in (RUN_FILE, PYPERF_FILE, COMPARISON_FILE))
 
 
-def wanted(store: SqliteStore, paths: Mapping[str, str]) -> list[str]:
-    """The branch's record paths this store lacks (other paths are ignored)."""
-    return [p for p in sorted(paths) if _fits(p) and not (store.root / p).exists()]
+def wanted(store: SqliteStore, paths: Iterable[str]) -> list[str]:
+    """The branch's record paths to import: whole runs the store lacks, missing comparisons.
+
+    A run is taken whole (its pyperf files too, replacing leftovers of an import
+    killed before its run.json was written); other paths are ignored.
+    """
+    paths = [p for p in paths if _fits(p)]
+    missing_runs = {
+        m["id"] for p in paths if (m := RUN_FILE.fullmatch(p)) and not (store.root / p).exists()
+    }
+    out = []
+    for p in sorted(paths):
+        if m := COMPARISON_FILE.fullmatch(p):
+            if not (store.root / p).exists():
+                out.append(p)
+        elif (m := RUN_FILE.fullmatch(p) or PYPERF_FILE.fullmatch(p)) and m["id"] in missing_runs:
+            out.append(p)
+    return out
 
 
 def import_files(store: SqliteStore, files: Mapping[str, bytes]) -> Imported:
@@ -103,7 +136,7 @@ def import_files(store: SqliteStore, files: Mapping[str, bytes]) -> Imported:
 def _parse(data: bytes) -> dict[str, Any]:
     if len(data) > MAX_FILE:
         raise ValueError(f"over {MAX_FILE // 2**20} MiB")
-    found = json.loads(data.decode("utf-8"))
+    found = schema.parse_json(data)
     if not isinstance(found, dict):
         raise TypeError("not a JSON object")
     return found
@@ -111,11 +144,14 @@ def _parse(data: bytes) -> dict[str, Any]:
 
 def _check_run(ident: str, data: bytes, pyperf: Mapping[str, bytes]) -> Run | str:
     try:
-        run = run_from_dict(_parse(data))
-        for raw in pyperf.values():
-            _parse(raw)
-    except (*repair.RECORD_ERRORS, StoreError) as exc:
-        return f"not a perfctl run ({type(exc).__name__}: {str(exc)[:80]})"
+        raw = _parse(data)
+        schema.validate_run_dict(raw)  # types too: a bad field must not reach the index
+        run = run_from_dict(raw)
+        for blob in pyperf.values():
+            _parse(blob)
+    except (*repair.RECORD_ERRORS, PerfctlError) as exc:
+        why = exc.message if isinstance(exc, PerfctlError) else f"{type(exc).__name__}: {exc}"
+        return f"not a perfctl run ({why[:100]})"
     if run.id != ident:
         return f"holds run {run.id[:40]!r}, not {ident!r}"
     if run.status not in FINISHED:
@@ -128,7 +164,10 @@ def _check_run(ident: str, data: bytes, pyperf: Mapping[str, bytes]) -> Run | st
 
 def _check_comparison(ident: str, data: bytes) -> str | None:
     try:
-        c: Comparison = comparison_from_dict(_parse(data))
-    except (*repair.RECORD_ERRORS, StoreError) as exc:
-        return f"not a perfctl comparison ({type(exc).__name__}: {str(exc)[:80]})"
+        raw = _parse(data)
+        schema.validate_comparison_dict(raw)
+        c: Comparison = comparison_from_dict(raw)
+    except (*repair.RECORD_ERRORS, PerfctlError) as exc:
+        why = exc.message if isinstance(exc, PerfctlError) else f"{type(exc).__name__}: {exc}"
+        return f"not a perfctl comparison ({why[:100]})"
     return None if c.id == ident else f"holds comparison {c.id[:40]!r}, not {ident!r}"

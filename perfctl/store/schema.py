@@ -217,6 +217,50 @@ def validate_comparison_dict(data: Any) -> None:
     _COMPARISON(data, "")
 
 
+_RESULT = _record(
+    {
+        **dict.fromkeys(("name", "family", "reason", "log_path", "pyperf_file"), _string),
+        **dict.fromkeys(("description", "unit", "clock"), _string),
+        "status": _one_of(STATUSES, "status"),
+        **dict.fromkeys(("ops", "loops"), _integer),
+        "processes": _list_of(_NUMBERS),
+        "order": _list_of(_integer),
+        "baseline": _optional(_string),
+        "params": _map_of(_anything),
+        "metrics": _map_of(_number),
+    },
+    ("name", "family", "status"),
+)
+_RUN = _record(
+    {
+        **dict.fromkeys(("id", "project", "started", "finished", "status"), _string),
+        **dict.fromkeys(("python_version", "perfctl_version", "pyperf_version"), _string),
+        "ref": _REF,
+        "machine": _MACHINE,
+        "settings": _map_of(_anything),
+        "results": _list_of(_RESULT),
+        "schema": _integer,
+    },
+    ("id", "ref", "machine", "started", "status"),
+)
+
+
+def validate_run_dict(data: Any) -> None:
+    """Raise SchemaError (naming the field) unless ``data`` is a valid run record."""
+    if not isinstance(data, dict):
+        raise _fail("", f"expected a JSON object, got {type(data).__name__}")
+    _bounds(data)
+    _RUN(data, "")
+
+
+def parse_json(raw: bytes) -> Any:
+    """Parse untrusted JSON: NaN/Infinity refused, deep nesting a ValueError."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
