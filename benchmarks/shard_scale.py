@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _peers import commit, init_repo  # noqa: E402
+
 from tests.pg import running_server  # noqa: E402
 
 PYPROJECT = """\
@@ -56,24 +58,11 @@ def r{i:02d}():
     \"\"\"Regime {i}.\"\"\"
     yield lambda: toy.work({i})
 """
-GIT = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@perfctl.invalid",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@perfctl.invalid",
-}
-
-
-def _git(path: Path, *args: str) -> str:
-    env = {**os.environ, **GIT}
-    done = subprocess.run(["git", *args], cwd=path, env=env, check=True, capture_output=True)
-    return done.stdout.decode().strip()
 
 
 def make_project(path: Path, regimes: int, changed: int) -> tuple[str, str, dict[str, str]]:
     """A git project with a base and a head commit; the expected verdict per regime."""
-    path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
+    init_repo(path)
     (path / "pyproject.toml").write_text(PYPROJECT)
     (path / ".gitignore").write_text(".perfctl/\nreports/\n")
     (path / "bench").mkdir()
@@ -82,14 +71,11 @@ def make_project(path: Path, regimes: int, changed: int) -> tuple[str, str, dict
     )
     (path / "bench" / "regimes.py").write_text(body)
     (path / "toy.py").write_text(TOY.format(factors={}))
-    _git(path, "add", "-A")
-    _git(path, "commit", "-qm", "base")
-    base = _git(path, "rev-parse", "HEAD")
+    base = commit(path, "base")
     factors = {i: 2.0 for i in range(changed)}
     factors.update({i: 0.5 for i in range(changed, 2 * changed)})
     (path / "toy.py").write_text(TOY.format(factors=factors))
-    _git(path, "commit", "-qam", "head")
-    head = _git(path, "rev-parse", "HEAD")
+    head = commit(path, "head")
     expected = {
         f"r{i:02d}": "regressed" if i < changed else "improved" if i < 2 * changed else "no change"
         for i in range(regimes)
@@ -116,7 +102,7 @@ def run(args: argparse.Namespace, url: str, tmp: Path) -> dict[str, object]:
     """Sharded (concurrent clones) then unsharded; verdicts and wall times."""
     source = tmp / "source"
     base, head, expected = make_project(source, args.regimes, args.changed)
-    env = {**os.environ, **GIT, "PERFCTL_STORE_URL": url}
+    env = {**os.environ, "PERFCTL_STORE_URL": url}
     extra = shlex.split(args.perfctl_args)
     clones = []
     for k in range(1, args.shards + 1):

@@ -123,11 +123,16 @@ def test_gpu_regime_is_skipped_under_callgrind_only() -> None:
     assert counters.skip_reason(info, "memory") is None
 
 
-def test_missing_valgrind_is_an_error_with_the_install_hint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["run", "--regimes", "r.py"], ["compare", "A", "B"], ["ci"]])
+def test_missing_valgrind_is_an_error_with_the_install_hint(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Checked before anything else (no project, no environment) by run, compare and ci."""
     (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "git").symlink_to(shutil.which("git") or "git")  # only valgrind is gone
     (tmp_path / "r.py").write_text(STANDALONE)
     proc = run_cli(
-        "run", "--regimes", "r.py", "--measure", "instructions",
+        *command, "--measure", "instructions",
         cwd=tmp_path, env={"PATH": str(tmp_path / "bin")},
     )  # fmt: skip
     assert proc.returncode == 3, proc.stderr

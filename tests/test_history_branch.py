@@ -59,9 +59,9 @@ def _store_runs(repo: GitRepo, first: int, count: int, comparisons: int = 0) -> 
     return [r.id for r in runs]
 
 
-def _branch_files(origin: Path) -> list[str]:
+def _branch_files(origin: Path, branch: str = BRANCH) -> list[str]:
     out = subprocess.run(
-        ["git", "--git-dir", str(origin), "ls-tree", "-r", "--name-only", BRANCH],
+        ["git", "--git-dir", str(origin), "ls-tree", "-r", "--name-only", branch],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return out.stdout.split()
@@ -206,15 +206,7 @@ def test_a_branch_that_is_not_a_history_branch_is_refused(tmp_path: Path) -> Non
     done = run_cli("sync", "main", cwd=a.path)
     assert done.returncode == 2, done.stderr
     assert "does not look like a perfctl history branch: it holds" in done.stderr
-    assert "runs/" not in " ".join(_branch_files_of(origin, "main"))
-
-
-def _branch_files_of(origin: Path, branch: str) -> list[str]:
-    out = subprocess.run(
-        ["git", "--git-dir", str(origin), "ls-tree", "-r", "--name-only", branch],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    return out.stdout.split()
+    assert "runs/" not in " ".join(_branch_files(origin, "main"))
 
 
 def test_an_interrupted_pull_is_finished_and_unexportable_runs_are_named(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from perfctl.cli.measure import (
     RegimesOpt,
     SubjectOpt,
     parse_subjects,
+    require_tools,
 )
 from perfctl.errors import EXIT_REGRESSION, UsageError
 from perfctl.jobs.shard import parse_shard
@@ -175,10 +176,8 @@ def compare_cmd(
     from perfctl.config import load_config
     from perfctl.jobs import annotate, compare
 
-    if measure == Measure.instructions and not from_store:  # --from-store measures nothing
-        from perfctl.measure.counters import require_valgrind
-
-        require_valgrind()  # before any environment is built
+    if not from_store:  # --from-store measures nothing
+        require_tools(measure)
     config = load_config(project)
     settings = compare.settings_for(
         config=config,

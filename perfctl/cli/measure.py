@@ -56,6 +56,14 @@ class Measure(StrEnum):
     memory = "memory"
 
 
+def require_tools(measure: Measure) -> None:
+    """Check the counter's tool before any environment is built (valgrind: exit 3)."""
+    if measure == Measure.instructions:
+        from perfctl.measure.counters import require_valgrind
+
+        require_valgrind()
+
+
 MeasureOpt = Annotated[
     Measure,
     typer.Option(
@@ -202,10 +210,7 @@ def run_cmd(
     from perfctl.jobs.run import RunOptions, run_checkout
     from perfctl.render import tables as render
 
-    if measure == Measure.instructions:
-        from perfctl.measure.counters import require_valgrind
-
-        require_valgrind()  # before any environment is built
+    require_tools(measure)
     config = load_config(project, standalone=bool(regimes))
     opts = RunOptions(
         regimes=tuple(regimes or ()),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfctl.cli.common import MANAGE, PUBLISH, ProjectOpt, emit, guarded
-from perfctl.cli.measure import GlobOpt, Measure, MeasureOpt, RegimesOpt
+from perfctl.cli.measure import GlobOpt, Measure, MeasureOpt, RegimesOpt, require_tools
 from perfctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -206,10 +206,7 @@ def ci_cmd(
     from perfctl.jobs.compare import settings_for
     from perfctl.jobs.shard import parse_shard
 
-    if measure == Measure.instructions:
-        from perfctl.measure.counters import require_valgrind
-
-        require_valgrind()  # before any environment is built
+    require_tools(measure)
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
     settings = settings_for(

@@ -331,7 +331,6 @@ def _sync_history(
     """Pull (before measuring) or pull and push (after) the history branch, if asked."""
     if opts.history_branch is None:
         return [], None
-    from perfctl.errors import UsageError
     from perfctl.jobs import history
 
     try:

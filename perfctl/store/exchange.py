@@ -29,7 +29,7 @@ from perfctl.store import repair, schema
 from perfctl.store.local import SqliteStore
 
 FINISHED = ("complete", "failed")
-MAX_FILE = 64 * 2**20
+MAX_FILE = schema.MAX_FILE_BYTES  # the cap on a fork's comparison.json, for the same reason
 _ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
 _SLUG = r"\.?[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}"  # what store.ids.slug makes, never . or ..
 RUN_FILE = re.compile(rf"runs/(?P<id>{_ID})/run\.json")
@@ -136,7 +136,10 @@ def import_files(store: SqliteStore, files: Mapping[str, bytes]) -> Imported:
 def _parse(data: bytes) -> dict[str, Any]:
     if len(data) > MAX_FILE:
         raise ValueError(f"over {MAX_FILE // 2**20} MiB")
-    found = schema.parse_json(data)
+    try:
+        found = schema.parse_json(data)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
     if not isinstance(found, dict):
         raise TypeError("not a JSON object")
     return found

@@ -7,7 +7,8 @@ Seeds 000 (``callback_chatter``) and 004 (PyLoop's lock-free extraction). Subjec
 with ``register(cb)``/``drain()``). ``callback.register`` crosses threads 1 and 4 with the
 lock and lock-free strategies, the lock-free variant with the locked one as its baseline,
 so a single-thread regression and a multi-thread gain show side by side and the crossover
-line under the table says from which thread count lock-free wins. Loaded by path in worker processes: imports only the stdlib and perfctl.
+line under the table says from which thread count lock-free wins. Loaded by path in worker
+processes: imports only the stdlib and perfctl.
 """
 
 from __future__ import annotations
