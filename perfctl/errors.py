@@ -64,6 +64,12 @@ class GitError(PerfctlError):
     exit_code = EXIT_USAGE
 
 
+class GitMissing(PerfctlError):
+    """No usable ``git`` executable: a missing tool, not a bad ref."""
+
+    exit_code = EXIT_FAILURE
+
+
 class PlanError(PerfctlError):
     """A plan document or its phase configuration is invalid."""
 

@@ -396,3 +396,21 @@ def test_perfctl_output_in_the_checkout_is_not_a_change(repo: GitRepo) -> None:
     repo.write("notes.txt", "the user's own change\n")
     changed = env_spec(config, "WORKTREE")
     assert changed.ref.dirty and changed.key != before.key
+
+
+@pytest.mark.parametrize(
+    "command", [["compare", "HEAD~1", "HEAD"], ["ci"], ["bisect", "v1.0", "HEAD", "-r", "x"]]
+)
+def test_missing_git_is_an_error_with_a_hint(
+    repo: GitRepo, tmp_path: Path, command: list[str]
+) -> None:
+    """GitPython refuses to import without git; that is one Error/Hint line, exit 3."""
+    from tests.conftest import run_cli
+
+    (tmp_path / "bin").mkdir()
+    proc = run_cli(*command, cwd=repo.path, env={"PATH": str(tmp_path / "bin")})
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "Error: git is not installed or not on PATH (perfctl reads refs and builds worktrees with it)",
+        "Hint: install git (apt-get install git), or set GIT_PYTHON_GIT_EXECUTABLE to its path",
+    ]

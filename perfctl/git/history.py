@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import git
-from git import exc as gitexc
-
 from perfctl.errors import PerfctlError, UsageError
+from perfctl.git.gitlib import git, gitexc
 from perfctl.git.refs import open_repo
 
 PRIVATE_REF = "refs/perfctl/history/"

@@ -28,11 +28,9 @@ import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import git
-from git import exc as gitexc
-
 from perfctl.errors import GitError
 from perfctl.files import feed_file
+from perfctl.git.gitlib import git, gitexc
 from perfctl.model import RefInfo
 from perfctl.store.lock import project_lock
 
