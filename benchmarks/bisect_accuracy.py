@@ -128,7 +128,7 @@ def make_repo(root: Path, n: int, slowdown: float) -> tuple[list[str], dict[int,
 
 
 def bisect_once(root: Path, extra: list[str]) -> tuple[dict, float]:  # type: ignore[type-arg]
-    """One fresh `perfctl bisect`: its JSON record and wall time."""
+    """One fresh `perfctl bisect`: the target regime's JSON record and the wall time."""
     argv = [sys.executable, "-m", "perfctl", "bisect", "good", "bad", "--regime", "target"]
     started = time.monotonic()
     proc = subprocess.run(
@@ -140,7 +140,8 @@ def bisect_once(root: Path, extra: list[str]) -> tuple[dict, float]:  # type: ig
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"perfctl bisect failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout), wall
+    (record,) = json.loads(proc.stdout)["bisections"]
+    return record, wall
 
 
 def summarize(record: dict, shas: list[str], kinds: dict[int, str], wall: float) -> dict:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ import pytest
 from perfctl.config import load_config
 from perfctl.errors import BuildError, GitError, StoreError, UsageError
 from perfctl.jobs import bisect as job
+from perfctl.jobs import bisect_pairs
 from perfctl.jobs.compare import COMPARE_FAST
 from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Status
 from perfctl.stats import verdicts
@@ -84,30 +85,42 @@ def _processes(mean: float, salt: int) -> tuple[tuple[float, ...], ...]:
 
 
 class FakeCompare:
-    """compare_refs over a line of commits whose speed the test sets."""
+    """compare_refs over a line of commits whose speed (per regime) the test sets."""
 
     def __init__(
-        self, shas: list[str], speed: dict[int, float | str], lucky: dict | None = None
-    ) -> None:  # type: ignore[type-arg]
+        self,
+        shas: list[str],
+        speed: dict[int, float | str],
+        lucky: dict | None = None,  # type: ignore[type-arg]
+        more: dict[str, dict[int, float | str]] | None = None,
+    ) -> None:
         self.index = {s: i for i, s in enumerate(shas)}
-        self.speed, self.lucky = speed, lucky or {}
+        self.speeds = {"work": speed, **(more or {})}
+        self.lucky = lucky or {}
         self.calls: list[tuple[int, int]] = []
+        self.measured: list[tuple[str, ...]] = []
 
     def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:  # type: ignore[no-untyped-def]
         self.calls.append((self.index[base], self.index[head]))
-        sides = {}
-        for side, sha in (("base", base), ("head", head)):
-            v = self.speed.get(self.index[sha], 1.0)
-            if side == "head":  # a noisy measurement of this pair
-                v = self.lucky.get((self.index[base], self.index[head]), v)
-            if v == "build":
-                raise BuildError(f"building the environment of {sha[:10]} failed", "see log")
-            if v == "fail":
-                sides[side] = RegimeResult("work", "toy", Status.FAILED, reason="ImportError")
-            else:
-                procs = _processes(float(v) * 1e-3, len(self.calls) + len(side))
-                sides[side] = RegimeResult("work", "toy", Status.OK, processes=procs)
-        rows = verdicts.decide_all({"work": sides}, threshold=0.02, alpha=0.05)
+        import fnmatch
+
+        names = [n for n in self.speeds if any(fnmatch.fnmatchcase(n, g) for g in regimes)]
+        self.measured.append(tuple(names))
+        rows = []
+        for name in names:
+            sides = {}
+            for side, sha in (("base", base), ("head", head)):
+                v = self.speeds[name].get(self.index[sha], 1.0)
+                if side == "head" and name == "work":  # a noisy measurement of this pair
+                    v = self.lucky.get((self.index[base], self.index[head]), v)
+                if v == "build":
+                    raise BuildError(f"building the environment of {sha[:10]} failed", "see log")
+                if v == "fail":
+                    sides[side] = RegimeResult(name, "toy", Status.FAILED, reason="ImportError")
+                else:
+                    procs = _processes(float(v) * 1e-3, len(self.calls) + len(side))
+                    sides[side] = RegimeResult(name, "toy", Status.OK, processes=procs)
+            rows += verdicts.decide_all({name: sides}, threshold=0.02, alpha=0.05)
         machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
         ref = RefInfo
         return Comparison(
@@ -117,6 +130,7 @@ class FakeCompare:
             head=ref(head[:10], head),
             machine=machine,
             regimes=tuple(rows),
+            settings={"globs": list(regimes), "measure": settings.schedule.measure},
         )
 
 
@@ -131,11 +145,17 @@ def line(git_repo: GitRepo) -> list[str]:
 
 
 def _run(git_repo: GitRepo, shas: list[str], speed, monkeypatch, lucky=None, **kw) -> tuple:  # type: ignore[no-untyped-def]
-    fake = FakeCompare(shas, speed, lucky)
-    monkeypatch.setattr(job, "compare_refs", fake)
-    settings = job.BisectSettings(compare=COMPARE_FAST, **kw)
-    record = job.bisect(load_config(git_repo.path), shas[0], shas[-1], "work", settings)
+    records, fake = _run_all(git_repo, shas, speed, monkeypatch, lucky, **kw)
+    (record,) = records
     return record, fake
+
+
+def _run_all(git_repo, shas, speed, monkeypatch, lucky=None, more=None, globs=("work",), **kw):  # type: ignore[no-untyped-def]
+    fake = FakeCompare(shas, speed, lucky, more)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    settings = job.BisectSettings(compare=COMPARE_FAST, **kw)
+    records = job.bisect(load_config(git_repo.path), shas[0], shas[-1], globs, settings)
+    return records, fake
 
 
 def test_fake_culprit_with_a_build_failure_and_a_failing_regime(
@@ -166,7 +186,7 @@ def test_fake_interrupted_bisection_resumes_its_finished_steps(
             raise KeyboardInterrupt
         return fake(*args, **kw)
 
-    monkeypatch.setattr(job, "compare_refs", ctrl_c_on_the_third)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", ctrl_c_on_the_third)
     config = load_config(git_repo.path)
     with pytest.raises(KeyboardInterrupt):
         job.bisect(config, line[0], line[-1], "work", job.BisectSettings(compare=COMPARE_FAST))
@@ -273,6 +293,9 @@ regimes = ["bench/regimes.py"]
 TOY = """\
 def work(n={n}):
     return sum(i * i for i in range(n))
+
+def also(n={m}):
+    return sum(i * i for i in range(n))
 """
 
 REGIMES = """\
@@ -283,6 +306,11 @@ import toy
 def work():
     \"\"\"Call toy.work once.\"\"\"
     return toy.work
+
+@regime(family="toy", ops=1)
+def also():
+    \"\"\"Call toy.also once.\"\"\"
+    return toy.also
 """
 
 # Short comparisons: the culprit triples the work, so 6 rounds decide every step.
@@ -290,12 +318,13 @@ QUICK = ["--fast", "--min-time", "0.01", "--attempts", "2"]
 
 
 def make_history(path: Path) -> tuple[GitRepo, list[str]]:
-    """10 commits: docs, a build break, an import break, the culprit (x3) at 6, docs."""
+    """10 commits: docs, a build break, an import break, `work`'s culprit (x3) at 6, docs,
+    `also`'s culprit (x3) at 8, docs."""
     path.mkdir()
     r = GitRepo(path)
     r.git("init", "-q", "-b", "main")
     r.write("pyproject.toml", PYPROJECT)
-    r.write("toy/__init__.py", TOY.format(n=3000))
+    r.write("toy/__init__.py", TOY.format(n=3000, m=3000))
     r.write("bench/regimes.py", REGIMES)
     r.write(".gitignore", ".perfctl/\n")
     shas = [r.commit("c0: baseline")]
@@ -306,15 +335,18 @@ def make_history(path: Path) -> tuple[GitRepo, list[str]]:
     r.write("pyproject.toml", PYPROJECT.replace('packages = ["toy"]', "packages = ["))
     shas.append(r.commit("c3: break the build"))
     r.write("pyproject.toml", PYPROJECT)
-    r.write("toy/__init__.py", TOY.format(n=3000) + "def broken(:\n")
+    r.write("toy/__init__.py", TOY.format(n=3000, m=3000) + "def broken(:\n")
     shas.append(r.commit("c4: fix the build, break the import"))
-    r.write("toy/__init__.py", TOY.format(n=3000))
+    r.write("toy/__init__.py", TOY.format(n=3000, m=3000))
     shas.append(r.commit("c5: fix the import"))
-    r.write("toy/__init__.py", TOY.format(n=9000))
+    r.write("toy/__init__.py", TOY.format(n=9000, m=3000))
     shas.append(r.commit("c6: three times the work"))
-    for i in (7, 8, 9):
-        r.write("README.md", f"# toy\n\nrevision {i}\n")
-        shas.append(r.commit(f"c{i}: docs"))
+    r.write("README.md", "# toy\n\nrevision 7\n")
+    shas.append(r.commit("c7: docs"))
+    r.write("toy/__init__.py", TOY.format(n=9000, m=9000))
+    shas.append(r.commit("c8: also three times the work"))
+    r.write("README.md", "# toy\n\nrevision 9\n")
+    shas.append(r.commit("c9: docs"))
     r.tag("good", shas[0])
     r.tag("bad", shas[-1])
     return r, shas
@@ -327,31 +359,91 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepo, list[str
 
 
 @pytest.mark.slow
-def test_bisect_finds_the_culprit_and_names_what_it_skipped(
+def test_bisect_finds_each_culprit_and_names_what_it_skipped(
     history: tuple[GitRepo, list[str]],
 ) -> None:
     repo, shas = history
     proc = run_cli(
-        "bisect", "good", "bad", "--regime", "work", *QUICK, "--format", "json", cwd=repo.path
-    )
+        "bisect", "good", "bad", "-r", "work", "-r", "also", "--profile", *QUICK,
+        "--format", "json", cwd=repo.path,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["outcome"] == "culprit", proc.stdout
-    assert data["culprit"]["sha"] == shas[6]
-    assert data["culprit"]["subject"] == "c6: three times the work"
-    steps = [s for s in data["steps"] if s["kind"] == "step"]
+    found = {b["regime"]: b for b in data["bisections"]}
+    assert [b["regime"] for b in data["bisections"]] == ["also", "work"]
+    assert data["seconds"] == pytest.approx(sum(b["seconds"] for b in found.values()), abs=0.1)
+    work, also = found["work"], found["also"]
+    assert work["outcome"] == "culprit" and also["outcome"] == "culprit", proc.stdout
+    assert work["culprit"]["sha"] == shas[6]
+    assert work["culprit"]["subject"] == "c6: three times the work"
+    assert also["culprit"]["sha"] == shas[8]
+    steps = [s for s in work["steps"] if s["kind"] == "step"]
     skipped = {s["commit"]["sha"]: s["reason"] for s in steps if s["likeness"] == "skipped"}
     assert set(skipped) == {shas[3], shas[4]}
     assert skipped[shas[3]].startswith("does not build")
     assert "SyntaxError" in skipped[shas[4]]
-    verify = [s for s in data["steps"] if s["kind"] == "verify"]
+    verify = [s for s in work["steps"] if s["kind"] == "verify"]
     assert verify[0]["base"]["sha"] == shas[5] and verify[0]["verdict"] == "regressed"
+    # --profile: py-spy's differential of each culprit's parent and the culprit.
+    for b, before in ((work, 5), (also, 7)):
+        p = b["profile"]
+        assert p["error"] == "" and p["before"]["sha"] == shas[before], p
+        assert Path(p["files"]["diff_svg"]).is_file()
+        assert any("toy/__init__.py" in m for m in p["movers"]), p["movers"]
     # The re-run resumes: every step is reused, nothing is measured, same answer.
-    again = run_cli("bisect", "good", "bad", "--regime", "work", *QUICK, cwd=repo.path)
+    again = run_cli(
+        "bisect", "good", "bad", "-r", "work", "-r", "also", *QUICK, cwd=repo.path
+    )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "reused" in again.stderr and "building" not in again.stderr
     assert f"culprit: {shas[6]} c6: three times the work" in again.stdout
-    assert "skipped" in again.stdout and "total time:" in again.stdout
+    assert f"culprit: {shas[8]} c8: also three times the work" in again.stdout
+    assert "skipped" in again.stdout and "2 regimes, total time:" in again.stdout
+    # `report --bisect`: the stored steps drawn on the commit axis.
+    page = repo.path / "bisect.html"
+    drawn = run_cli("report", "--bisect", work["id"][:6], "-o", str(page), cwd=repo.path)
+    assert drawn.returncode == 0, drawn.stderr
+    html = page.read_text()
+    assert "Bisect work" in html and "c6: three times the work" in html
+    assert all(sha[:10] in html for sha in shas)  # every commit holds its place on the axis
+
+
+ALLOC = """\
+KEPT = []
+
+def make():
+    KEPT.extend([] for _ in range({k}))
+"""
+
+ALLOC_REGIMES = """\
+from perfctl import regime
+import toy
+
+@regime(family="toy", ops=1)
+def alloc():
+    \"\"\"Keep a few new lists per call.\"\"\"
+    return toy.make
+"""
+
+
+@pytest.mark.slow
+def test_bisect_measure_memory_finds_the_commit_that_allocates_more(git_repo: GitRepo) -> None:
+    """--measure memory: blocks per op are near-exact, so one more list is found."""
+    r = git_repo
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("bench/regimes.py", ALLOC_REGIMES)
+    r.write(".gitignore", ".perfctl/\n")
+    shas = []
+    for i, (k, what) in enumerate([(4, "base"), (5, "one more list"), (5, "docs")]):
+        r.write("toy/__init__.py", ALLOC.format(k=k))
+        r.write("README.md", f"revision {i}\n")
+        shas.append(r.commit(f"m{i}: {what}"))
+    proc = run_cli(
+        "bisect", shas[0], shas[-1], "-r", "alloc", "--measure", "memory", cwd=r.path
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"culprit: {shas[1]} m1: one more list" in proc.stdout
+    assert "in blocks/op from GOOD to BAD" in proc.stdout
 
 
 @pytest.mark.slow
@@ -373,23 +465,115 @@ def test_bisect_usage_errors(history: tuple[GitRepo, list[str]]) -> None:
     assert "Hint:" in proc.stderr and "Traceback" not in proc.stderr
     missing = run_cli("bisect", "good", "bad", cwd=repo.path)
     assert missing.returncode == 2 and "--regime" in missing.stderr
+    unknown = run_cli("report", "--bisect", "ffff", cwd=repo.path)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("Error: ")
 
 
-def test_regime_must_name_one_regime() -> None:
-    machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
-    rows = tuple(_row(0.0, 0.0, 0.0, "no change") for _ in range(2))
-    c = Comparison(
-        id="c",
-        created="now",
-        base=RefInfo("a", "a" * 40),
-        head=RefInfo("b", "b" * 40),
-        machine=machine,
-        regimes=(replace(rows[0], name="work"), replace(rows[1], name="work_big")),
+def test_pooling_keeps_the_counter_test_of_counter_rows() -> None:
+    """Blocks/op pooled over two comparisons are judged as counts (Welch), not as time."""
+    from perfctl.stats.bisection import pooled
+
+    sides = {
+        side: RegimeResult(
+            "alloc", "toy", Status.OK, processes=((v,), (v,), (v,)), unit="blocks/op"
+        )
+        for side, v in (("base", 4.0), ("head", 5.0))
+    }
+    (row,) = verdicts.decide_all({"alloc": sides}, threshold=0.005, alpha=0.05)
+    both = pooled([row, row], threshold=0.005, alpha=0.05)
+    assert both.unit == "blocks/op" and both.verdict == "regressed"
+    assert both.change == pytest.approx(0.25) and len(both.base_values) == 6
+
+
+def test_selection_counts_named_regimes_not_dragged_baselines() -> None:
+    rows = [_row(0.0, 0.0, 0.0, "no change") for _ in range(3)]
+    rows = [
+        replace(r, name=n, family=f)
+        for r, n, f in zip(rows, ("work", "work_big", "base"), "ffg", strict=True)
+    ]
+    assert job.select_names(rows, ["work"], None) == ["work"]  # exact wins over the glob
+    assert job.select_names(rows, ["f.work_big"], None) == ["work_big"]
+    assert job.select_names(rows, ["work*"], None) == ["work", "work_big"]
+    assert job.select_names(rows, [], "f") == ["work", "work_big"]  # --family alone
+    assert job.select_names(rows, ["w*", "base"], None) == ["base", "work", "work_big"]
+    with pytest.raises(UsageError, match="selects no measured regime"):
+        job.select_names(rows, ["work"], "g")
+
+
+def test_fake_two_regimes_share_the_commits_both_searches_visit(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = {i: 3.0 for i in range(6, 10)}
+    also = {i: 3.0 for i in range(8, 10)}
+    records, fake = _run_all(
+        git_repo, line, work, monkeypatch, more={"also": also}, globs=("work", "also")
     )
-    assert job._one_name(c, "work") == "work"  # exact wins over the glob reading
-    assert job._one_name(c, "f.work_big") == "work_big"
-    with pytest.raises(UsageError, match="selects 2 regimes"):
-        job._one_name(c, "work*")
+    assert [r.regime for r in records] == ["also", "work"]  # sorted by name
+    culprits = {r.regime: r.culprit.sha if r.culprit else None for r in records}
+    assert culprits == {"work": line[6], "also": line[8]}
+    assert len(set(fake.calls)) == len(fake.calls)  # no pair measured twice
+    assert fake.measured[0] == ("work", "also")  # the ends: both regimes at once
+    # `also` is searched first; `work`'s search then reuses the commits it shares.
+    also_steps = {s.commit.sha for s in records[0].steps if s.kind == StepKind.STEP}
+    shared = [s for s in records[1].steps if s.kind == StepKind.STEP and s.commit.sha in also_steps]
+    assert shared and all(s.comparisons for s in shared)
+    assert len({r.group for r in records}) == 1 and records[0].id != records[1].id
+    # A re-run of the same call finds both records and measures nothing.
+    again, fake2 = _run_all(
+        git_repo, line, work, monkeypatch, more={"also": also}, globs=("work", "also")
+    )
+    assert fake2.calls == [] and [r.culprit for r in again] == [r.culprit for r in records]
+
+
+def test_fake_unchanged_and_failing_regimes_get_their_own_outcome(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = {i: 3.0 for i in range(6, 10)}
+    more: dict[str, dict[int, float | str]] = {"steady": {}, "broken": {9: "fail"}}
+    records, fake = _run_all(git_repo, line, work, monkeypatch, more=more, globs=("*",))
+    outcomes = {r.regime: r.outcome for r in records}
+    assert outcomes == {
+        "broken": Outcome.FAILED,
+        "steady": Outcome.NO_REGRESSION,
+        "work": Outcome.CULPRIT,
+    }
+    assert "ImportError" in next(r.note for r in records if r.regime == "broken")
+    # Only the regressed regime is measured after the ends.
+    assert set(fake.measured[0]) == {"work", "steady", "broken"}
+    assert all(m == ("work",) for m in fake.measured[1:])
+
+
+def test_fake_every_regime_failing_at_the_ends_is_an_error(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.errors import RegimeFailed
+
+    with pytest.raises(RegimeFailed, match="cannot be measured on GOOD or BAD"):
+        _run(git_repo, line, {9: "fail"}, monkeypatch)
+
+
+def test_fake_a_stored_comparison_of_another_measure_is_not_reused(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
+
+    speed = {i: 3.0 for i in range(6, 10)}
+    earlier = FakeCompare(line, speed)(
+        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
+    )
+    store = open_store(git_repo.path / ".perfctl")
+    store.save_comparison(replace(earlier, id="earlier", machine=fingerprint()))
+    memory = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, measure="memory"))
+    fake = FakeCompare(line, speed)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    (record,) = job.bisect(
+        load_config(git_repo.path), line[0], line[-1], "work", job.BisectSettings(compare=memory)
+    )
+    assert (0, 5) in fake.calls and record.settings["measure"] == "memory"
+    assert record.culprit is not None and record.culprit.sha == line[6]
+    time_record, _ = _run(git_repo, line, speed, monkeypatch)
+    assert time_record.id != record.id  # one record per measure
 
 
 def test_markdown_and_json_of_a_record_escape_commit_subjects(

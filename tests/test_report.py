@@ -845,7 +845,7 @@ def test_cli_errors(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
     assert done.returncode == 2
     assert done.stderr == (
         "Error: --last and --history cannot be used together\n"
-        "Hint: give one comparison id, --last or --history\n"
+        "Hint: give one comparison id, --last, --history or --bisect ID\n"
     )
     done = cli("report", "--history", cwd=project)
     assert done.returncode == 2

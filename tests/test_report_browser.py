@@ -446,3 +446,53 @@ def test_log_axis_ticks_name_their_unit_and_stacked_bars_have_a_legend(
     assert sorted(seen["legend"]) == sorted(
         ["frames2topicmsgs", "recv_multipart", "put", "(elsewhere)"]
     )
+
+
+def make_bisection(subject: str = "c5: three times the work") -> tuple[Any, list[Any]]:
+    """A finished bisection of 8 commits: two skipped, culprit at 5 (verified)."""
+    from perfctl.model import RefInfo
+    from perfctl.stats.bisection import Bisection, Likeness, Outcome, Step, StepKind
+
+    line = [
+        RefInfo(f"c{i}", f"{i:x}" * 40, subject=subject if i == 5 else f"c{i}: docs")
+        for i in range(9)
+    ]
+    good, bad = line[0], line[-1]
+
+    def step(kind: StepKind, i: int, like: Likeness, change: float | None) -> Step:
+        ci = {} if change is None else {"ci_low": change - 0.2, "ci_high": change + 0.2}
+        base = line[4] if kind == StepKind.VERIFY else good
+        return Step(kind, base, line[i], like, change=change, rounds=6, **ci)  # type: ignore[arg-type]
+
+    steps = (
+        step(StepKind.CONFIRM, 8, Likeness.BAD, 2.0),
+        step(StepKind.STEP, 4, Likeness.GOOD, 0.02),
+        step(StepKind.STEP, 6, Likeness.BAD, 1.9),
+        step(StepKind.STEP, 5, Likeness.BAD, 2.1),
+        step(StepKind.STEP, 2, Likeness.SKIPPED, None),
+        step(StepKind.VERIFY, 5, Likeness.BAD, 2.0),
+    )
+    b = Bisection("b1", "now", "work", good, bad, 8, Outcome.CULPRIT, steps, line[5], (line[5],))
+    return b, line
+
+
+def test_bisection_steps_on_the_commit_axis(browser: Browser, tmp_path: Path) -> None:
+    from perfctl.render.bisect_report import render_bisection
+
+    b, line = make_bisection(subject=XSS)
+    out = render_bisection(b, line, out=tmp_path / "bisect.html")
+    state = load(browser, out, _artifacts_dir(tmp_path) / "bisect.png")
+    _check_rendered(state, charts=1)
+    assert state["pwned"] is None  # the hostile commit subject stayed text
+    drawn = browser.evaluate("""(() => {
+        const chart = document.querySelector('.chart');
+        return {ticks: [...chart.querySelectorAll('.xtick text')].map(t => t.textContent),
+                whiskers: chart.querySelectorAll('.errorbar').length,
+                shapes: chart.querySelectorAll('.shapelayer path').length,
+                rows: document.querySelectorAll('#steps-table tbody tr').length};
+    })()""")
+    # Every commit of the line holds its place, measured or not, oldest first.
+    assert drawn["ticks"] == [r.short for r in line]
+    assert drawn["whiskers"] >= 4  # the ends and three judged steps (a skipped one has none)
+    assert drawn["shapes"] == 3  # the slowdown, halfway, the culprit's span
+    assert drawn["rows"] == len(b.steps)

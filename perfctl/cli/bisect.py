@@ -7,7 +7,13 @@ from typing import Annotated, Any
 import typer
 
 from perfctl.cli.common import ANALYSE, Format, ProjectOpt, emit, guarded, out_console
-from perfctl.cli.measure import LockWaitOpt, RegimesOpt
+from perfctl.cli.measure import (
+    LockWaitOpt,
+    Measure,
+    MeasureOpt,
+    RegimesOpt,
+    require_tools,
+)
 
 
 @guarded
@@ -15,8 +21,19 @@ def bisect_cmd(
     good: Annotated[str, typer.Argument(help="A ref where the regime is fast (older).")],
     bad: Annotated[str, typer.Argument(help="A ref where it is slow (a descendant of GOOD).")],
     regime: Annotated[
-        str, typer.Option("--regime", "-r", help="The regime to follow: one name or glob.")
-    ],
+        list[str] | None,
+        typer.Option("--regime", "-r", help="A regime to follow: a name or glob (repeatable)."),
+    ] = None,
+    family: Annotated[
+        str | None, typer.Option("--family", help="Follow every regime of this family.")
+    ] = None,
+    measure: MeasureOpt = Measure.time,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile", help="py-spy differential of the culprit's parent and the culprit."
+        ),
+    ] = False,
     fast: Annotated[
         bool, typer.Option("--fast", help="6 rounds × 2 values per comparison.")
     ] = False,
@@ -62,15 +79,21 @@ def bisect_cmd(
     ] = Format.table,
     project: ProjectOpt = None,
 ) -> None:
-    """Find the commit between GOOD and BAD that made a regime slower, noise-proof.
+    """Find the commit between GOOD and BAD that made each regime slower, noise-proof.
 
-    Example: perfctl bisect v1.2.0 main --regime tiny_ping
+    Example: perfctl bisect v1.2.0 main --regime tiny_ping --regime 'ipc.*'
     """
     from rich.console import Console
 
     from perfctl.config import load_config
+    from perfctl.errors import RegimeFailed, UsageError
     from perfctl.jobs import bisect, compare
 
+    if not regime and family is None:
+        raise UsageError(
+            "bisect needs the regimes to follow", "name them with --regime or --family"
+        )
+    require_tools(measure)
     config = load_config(project)
     cs = compare.settings_for(
         config=config,
@@ -85,14 +108,27 @@ def bisect_cmd(
         alpha=alpha,
         regimes=tuple(regimes or ()),
         lock_wait=lock_wait,
+        measure=measure.value,
+        family=family,
     )
-    settings = bisect.BisectSettings(compare=cs, attempts=attempts, fresh=fresh)
+    settings = bisect.BisectSettings(compare=cs, attempts=attempts, fresh=fresh, profile=profile)
     err = Console(stderr=True)
     with err.status("bisecting") as status:
-        record = bisect.bisect(
-            config, good, bad, regime, settings, progress=lambda m: _progress(err, status, m)
+        records = bisect.bisect(
+            config,
+            good,
+            bad,
+            tuple(regime or ()),
+            settings,
+            progress=lambda m: _progress(err, status, m),
         )
-    _show(record, fmt)
+    _show(records, fmt)
+    failed = [r.regime for r in records if r.outcome == "failed"]
+    if failed:  # the others are shown above: a failing regime does not hide them
+        raise RegimeFailed(
+            f"{len(failed)} regime(s) cannot be measured on GOOD or BAD: {', '.join(failed)}",
+            "fix the regime (or pick other ends), then re-run",
+        )
 
 
 def _progress(err: Any, status: Any, message: str) -> None:
@@ -100,19 +136,19 @@ def _progress(err: Any, status: Any, message: str) -> None:
     from perfctl.render.tables import esc
 
     status.update(esc(message))
-    if message.startswith(("confirm:", "step:", "verify:", "reusing", "resuming")):
+    if message.startswith(("confirm:", "step:", "verify:", "profile:", "reusing", "resuming")):
         err.print(esc(message))
 
 
-def _show(record: Any, fmt: Format) -> None:
+def _show(records: Any, fmt: Format) -> None:
     from perfctl.render import bisect as render
 
     if fmt == Format.json:
-        emit(render.format_bisect_json(record))
+        emit(render.format_bisects_json(records))
     elif fmt == Format.markdown:
-        emit(render.format_bisect_markdown(record))
+        emit(render.format_bisects_markdown(records))
     else:
-        out_console().print(render.format_bisect_table(record))
+        out_console().print(render.format_bisects_table(records))
 
 
 def register(app: typer.Typer) -> None:

@@ -28,6 +28,15 @@ def report(
     history: Annotated[
         bool, typer.Option("--history", help="Trend report of every stored run of one machine.")
     ] = False,
+    bisect: Annotated[
+        str | None,
+        typer.Option(
+            "--bisect",
+            metavar="ID",
+            help="The steps of a stored bisection on its commit axis: a record id "
+            "(or unique prefix), or `last`.",
+        ),
+    ] = None,
     machine: Annotated[
         str | None,
         typer.Option(
@@ -66,7 +75,15 @@ def report(
 
     config = load_config(project)
     path = write_report(
-        config, comparison_id, last, history, output, template_dir, cdn, machine=machine
+        config,
+        comparison_id,
+        last,
+        history,
+        output,
+        template_dir,
+        cdn,
+        machine=machine,
+        bisect=bisect,
     )
     if str(path) != "-":  # with `-o -` stdout holds the HTML itself
         emit(str(path))

@@ -1,46 +1,38 @@
-"""`perfctl bisect GOOD BAD --regime R`: the commit that made a regime slower.
+"""`perfctl bisect GOOD BAD --regime R …`: the commit that made each regime slower.
 
-confirm (BAD vs GOOD must be ``regressed``) → search the first-parent line,
-each step one commit measured interleaved against GOOD with ``compare``'s
-machinery and judged like good / like bad / unknown / skipped
-(:mod:`perfctl.stats.bisection`) → verify the culprit against its parent with
-more rounds → a culprit, or a candidate range when the answer does not hold.
-Every measurement is a stored comparison; the record is saved after each step,
-so a re-run (after Ctrl-C, say) reuses what was finished.
+confirm (BAD vs GOOD, every selected regime: only a ``regressed`` one is searched)
+→ for each regressed regime, search the first-parent line, each step one commit
+measured interleaved against GOOD with ``compare``'s machinery and judged like good
+/ like bad / unknown / skipped (:mod:`perfctl.stats.bisection`) → verify the culprit
+against its parent with more rounds → a culprit, or a candidate range when the
+answer does not hold → with ``--profile``, py-spy's differential of the two ends.
+A step measures every regime still being searched (:mod:`perfctl.jobs.bisect_pairs`),
+so searches that meet at a commit share its measurement. Every measurement is a
+stored comparison; each regime's record is saved after each step, so a re-run
+(after Ctrl-C, say) reuses what was finished.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from perfctl.config import Config
-from perfctl.errors import BuildError, RegimeFailed, UsageError
-from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress, compare_refs
+from perfctl.errors import RegimeFailed, UsageError
+from perfctl.jobs.bisect_pairs import Judge, Pairs, confirm_judge, select_names, verify_judge
+from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
 from perfctl.model import (
-    FAILED,
-    IMPROVED,
-    NO_CHANGE,
-    REGRESSED,
-    SKIPPED,
-    Comparison,
     RefInfo,
-    RegimeComparison,
 )
 from perfctl.stats.bisection import (
     Bisection,
     Likeness,
     Outcome,
+    ProfileLink,
     Step,
     StepKind,
     classify,
-    pooled,
-    verified,
 )
-
-Judge = Callable[[RegimeComparison], Likeness]
 
 
 @dataclass(frozen=True)
@@ -51,6 +43,12 @@ class BisectSettings:
     attempts: int = 3  # comparisons per commit (each with its own rounds) before "unknown"
     verify_factor: int = 2  # the verification runs this many times the rounds
     fresh: bool = False  # ignore the stored record and comparisons
+    profile: bool = False  # py-spy differential of the answer's two ends
+
+    @property
+    def measure(self) -> str:
+        """The signal compared: time, instructions or memory."""
+        return self.compare.schedule.measure
 
 
 def search(n: int, judge: Callable[[int], Likeness]) -> tuple[int, int, dict[int, Likeness]]:
@@ -81,98 +79,44 @@ def widen(lo: int, hi: int, judged: dict[int, Likeness], n: int) -> tuple[int, i
     return max(goods, default=0), min(bads, default=n)
 
 
-def _confirm_judge(row: RegimeComparison) -> Likeness:
-    if row.verdict == REGRESSED:
-        return Likeness.BAD
-    if row.verdict in (IMPROVED, NO_CHANGE):
-        return Likeness.GOOD
-    if row.verdict in (FAILED, SKIPPED):
-        return Likeness.SKIPPED
-    return Likeness.UNKNOWN
-
-
-def _verify_judge(total: float) -> Judge:
-    def judge(row: RegimeComparison) -> Likeness:
-        if verified(row, total):
-            return Likeness.BAD
-        found = classify(row, total)
-        return Likeness.UNKNOWN if found == Likeness.BAD else found
-
-    return judge
-
-
 class _Bisector:
-    """One bisection: its commits, settings, record, and the steps measured so far."""
+    """One regime's bisection: its record, and the steps measured so far."""
 
-    def __init__(
-        self,
-        config: Config,
-        glob: str,
-        line: tuple[RefInfo, ...],
-        settings: BisectSettings,
-        say: Progress,
-    ) -> None:
-        from perfctl.store.bisects import bisection_id, load_bisection
-        from perfctl.store.local import utcnow
-
-        self.config, self.glob, self.line, self.settings, self.say = (
-            config,
-            glob,
-            line,
-            settings,
-            say,
-        )
-        bid = bisection_id(line[0].sha, line[-1].sha, glob)
-        prior = None if settings.fresh else load_bisection(config.state_dir, bid)
+    def __init__(self, group: _Group, record: Bisection, prior: Bisection | None) -> None:
+        self.group, self.record = group, record
         self.prior = {(s.kind, s.base.sha, s.commit.sha): s for s in prior.steps} if prior else {}
-        self.name = prior.regime if prior else ""
-        self.record = Bisection(
-            id=bid,
-            created=prior.created if prior else utcnow(),
-            regime=self.name,
-            good=line[0],
-            bad=line[-1],
-            commits=len(line) - 1,
-            settings={"preset": settings.compare.name, "attempts": settings.attempts},
-        )
 
-    # -- the whole job --------------------------------------------------------
-    def run(self) -> Bisection:
-        """Confirm, search, verify; the finished record (saved)."""
-        good, bad = self.line[0], self.line[-1]
-        confirm = self.measure(StepKind.CONFIRM, good, bad, _confirm_judge, self.settings.compare)
-        if confirm.likeness == Likeness.SKIPPED:
-            raise RegimeFailed(
-                f"the regime cannot be measured on GOOD or BAD: {confirm.reason}",
-                "fix the regime (or pick other ends), then re-run",
-            )
-        if confirm.likeness != Likeness.BAD:
-            return self.finish(Outcome.NO_REGRESSION, (), "")
-        total = confirm.change or 0.0
+    @property
+    def line(self) -> tuple[RefInfo, ...]:
+        """GOOD, every first-parent commit, BAD."""
+        return self.group.line
+
+    @property
+    def compare(self) -> CompareSettings:
+        """Settings of one step's comparison."""
+        return self.group.settings.compare
+
+    def run(self, total: float) -> Bisection:
+        """Search and verify; the finished record (saved)."""
+        good = self.line[0]
 
         def judge_commit(i: int) -> Likeness:
-            step = self.measure(
-                StepKind.STEP, good, self.line[i], lambda r: classify(r, total), self.compare
-            )
+            judge = lambda r: classify(r, total)  # noqa: E731
+            step = self.measure(StepKind.STEP, good, self.line[i], judge, self.compare)
             return step.likeness
 
         lo, hi, judged = search(len(self.line) - 1, judge_commit)
         return self.conclude(lo, hi, judged, total)
 
-    @property
-    def compare(self) -> CompareSettings:
-        """Settings of one step's comparison."""
-        return self.settings.compare
-
     def conclude(self, lo: int, hi: int, judged: dict[int, Likeness], total: float) -> Bisection:
         """Verify the answer with more rounds; widen it to a range when it does not hold."""
         s = self.compare.schedule
-        k = self.settings.verify_factor
+        k = self.group.settings.verify_factor
         more = replace(
             self.compare, schedule=replace(s, rounds=s.rounds * k, max_rounds=s.max_rounds * k)
         )
         check = self.measure(
-            StepKind.VERIFY, self.line[lo], self.line[hi], _verify_judge(total), more
+            StepKind.VERIFY, self.line[lo], self.line[hi], verify_judge(total), more, alone=True
         )
         holds = check.likeness == Likeness.BAD
         note = ""
@@ -203,55 +147,25 @@ class _Bisector:
         """Write the record as it stands (after every step)."""
         from perfctl.store.bisects import save_bisection
 
-        save_bisection(self.config.state_dir, self.record)
+        save_bisection(self.group.config.state_dir, self.record)
 
-    # -- one step -------------------------------------------------------------
     def measure(
-        self, kind: StepKind, base: RefInfo, commit: RefInfo, judge: Judge, cs: CompareSettings
+        self,
+        kind: StepKind,
+        base: RefInfo,
+        commit: RefInfo,
+        judge: Judge,
+        cs: CompareSettings,
+        alone: bool = False,
     ) -> Step:
-        """Measure ``commit`` against ``base`` until the judge decides or attempts run out."""
+        """This regime's step for the pair (reused from its record when already finished)."""
         reused = self.prior.get((kind, base.sha, commit.sha))
         if reused is not None:
-            self.say(f"{kind}: {commit.short} reused ({reused.likeness})")
+            self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
             return self.add(reused)
-        rows, ids = self.stored(base, commit)
-        seconds = 0.0
-        while not rows or (
-            judge(pooled(rows, threshold=cs.threshold, alpha=cs.alpha)) == Likeness.UNKNOWN
-            and len(ids) < self.settings.attempts
-        ):
-            started = time.monotonic()
-            c = self.attempt(
-                kind, base, commit, replace(cs, schedule=replace(cs.schedule, seed=len(ids)))
-            )
-            seconds += time.monotonic() - started
-            if isinstance(c, str):
-                skip = Step(kind, base, commit, Likeness.SKIPPED, seconds=seconds, reason=c)
-                return self.add(skip)
-            rows.append(self.row(c))
-            ids.append(c.id)
-        row = pooled(rows, threshold=cs.threshold, alpha=cs.alpha)
-        return self.add(_step(kind, base, commit, judge(row), row, seconds, tuple(ids)))
-
-    def attempt(
-        self, kind: StepKind, base: RefInfo, commit: RefInfo, cs: CompareSettings
-    ) -> Comparison | str:
-        """One stored comparison of the pair, or why ``commit`` cannot be built."""
-        self.say(f"{kind}: {commit.short} {commit.subject[:50]} vs {base.short}")
-        try:
-            return compare_refs(
-                self.config,
-                base.sha,
-                commit.sha,
-                regimes=[self.glob],
-                settings=cs,
-                progress=self.say,
-            )
-        except BuildError as exc:
-            if kind == StepKind.CONFIRM:
-                raise  # GOOD or BAD itself: nothing to bisect
-            log = exc.message.partition("build log: ")[2]
-            return f"does not build (build log: {log})" if log else f"does not build: {exc.message}"
+        name = self.record.regime
+        names = [name] if alone else self.group.open_names(name)
+        return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names))
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""
@@ -259,78 +173,171 @@ class _Bisector:
         self.save()
         return step
 
-    def row(self, c: Comparison) -> RegimeComparison:
-        """The bisected regime's row of a comparison (its name fixed by the first one)."""
-        if not self.name:
-            self.name = _one_name(c, self.glob)
-            self.record = replace(self.record, regime=self.name)
-        for r in c.regimes:
-            if r.name == self.name:
-                return r
-        raise UsageError(
-            f"comparison {c.id} has no regime `{self.name}`", "check the --regime name"
+
+class _Group:
+    """One `perfctl bisect` call: its ends, its regimes, and the pairs they share."""
+
+    def __init__(
+        self,
+        config: Config,
+        globs: tuple[str, ...],
+        line: tuple[RefInfo, ...],
+        settings: BisectSettings,
+        say: Progress,
+    ) -> None:
+        from perfctl.store.bisects import group_id, load_group
+
+        self.config, self.globs, self.line, self.settings, self.say = (
+            config,
+            globs,
+            line,
+            settings,
+            say,
         )
+        selection = {"regimes": sorted(globs), "family": settings.compare.family}
+        self.id = group_id(line[0].sha, line[-1].sha, selection, settings.measure)
+        found = [] if settings.fresh else load_group(config.state_dir, self.id)
+        self.prior = {b.regime: b for b in found}
+        self.pairs = Pairs(config, settings.attempts, settings.fresh, say, settings.measure)
+        self.open: list[str] = []  # regimes whose search has not finished, in order
 
-    def stored(self, base: RefInfo, commit: RefInfo) -> tuple[list[RegimeComparison], list[str]]:
-        """A stored comparison of exactly these commits on this machine, if one has the regime."""
-        from perfctl.measure.machine import fingerprint
-        from perfctl.store.local import open_store
+    def open_names(self, name: str) -> list[str]:
+        """The regimes a new comparison measures: ``name`` and every later open one."""
+        return self.open[self.open.index(name) :] if name in self.open else [name]
 
-        if self.settings.fresh or not self.name:
-            return [], []
-        c = open_store(self.config.state_dir, self.config.store_url).find_comparison(
-            base.sha, commit.sha
+    def run(self) -> tuple[Bisection, ...]:
+        """Confirm every regime, then search each regressed one; the finished records."""
+        confirms = self.confirm()
+        if all(s.likeness == Likeness.SKIPPED for s in confirms.values()):
+            reasons = "; ".join(f"{n}: {s.reason}" for n, s in confirms.items())
+            raise RegimeFailed(
+                f"the regime cannot be measured on GOOD or BAD: {reasons}",
+                "fix the regime (or pick other ends), then re-run",
+            )
+        bisectors = {n: self.bisector(n, s) for n, s in confirms.items()}
+        self.open = [n for n, s in confirms.items() if s.likeness == Likeness.BAD]
+        done = {}
+        for name, b in bisectors.items():
+            step = confirms[name]
+            if step.likeness == Likeness.SKIPPED:
+                done[name] = b.finish(Outcome.FAILED, (), step.reason or "the regime failed")
+            elif step.likeness != Likeness.BAD:
+                done[name] = b.finish(Outcome.NO_REGRESSION, (), "")
+            else:
+                done[name] = b.run(step.change or 0.0)
+                self.open.remove(name)
+        return tuple(self.profiled(b, done[n]) for n, b in bisectors.items())
+
+    def confirm(self) -> dict[str, Step]:
+        """BAD vs GOOD for every selected regime (from the stored records when resumed)."""
+        if self.prior and all(b.of_kind(StepKind.CONFIRM) for b in self.prior.values()):
+            for name, b in self.prior.items():
+                self.say(f"confirm: {name} reused ({b.of_kind(StepKind.CONFIRM)[0].likeness})")
+            return {n: b.of_kind(StepKind.CONFIRM)[0] for n, b in self.prior.items()}
+        good, bad = self.line[0], self.line[-1]
+        names = self.selected(good, bad)
+        cs = self.settings.compare
+        return {
+            n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
+            for i, n in enumerate(names)
+        }
+
+    def selected(self, good: RefInfo, bad: RefInfo) -> list[str]:
+        """The regimes the selection names, from a first comparison of the two ends.
+
+        A stored comparison of the ends counts only if it was asked for the same
+        selection (an interrupted run of this call): a narrower one would hide regimes.
+        """
+        family = self.settings.compare.family
+        c = self.pairs.stored(good, bad)
+        asked = {"globs": list(self.globs), "family": family}
+        if c is None or {k: c.settings.get(k) for k in asked} != asked:
+            found = self.pairs.attempt(
+                StepKind.CONFIRM, good, bad, self.globs, self.settings.compare
+            )
+            assert not isinstance(found, str)  # a confirm attempt raises BuildError instead
+            c = found
+        names = select_names(c.regimes, self.globs, family)
+        self.pairs.seed(good, bad, c, names)
+        return names
+
+    def bisector(self, name: str, confirm: Step) -> _Bisector:
+        """The regime's bisector, its record started with the confirm step."""
+        from perfctl.store.bisects import bisection_id
+        from perfctl.store.local import utcnow
+
+        prior = self.prior.get(name)
+        good, bad = self.line[0], self.line[-1]
+        record = Bisection(
+            id=bisection_id(good.sha, bad.sha, name, self.settings.measure),
+            created=prior.created if prior else utcnow(),
+            regime=name,
+            good=good,
+            bad=bad,
+            commits=len(self.line) - 1,
+            steps=(confirm,),
+            settings={
+                "preset": self.settings.compare.name,
+                "attempts": self.settings.attempts,
+                "measure": self.settings.measure,
+                "regimes": list(self.globs),
+                "family": self.settings.compare.family,
+            },
+            group=self.id,
         )
-        if c is None or c.settings.get("from_store") or c.settings.get("merged_from"):
-            return [], []  # recomputed or merged: its runs were not interleaved as one
-        rows = [r for r in c.regimes if r.name == self.name and r.base_values]
-        if not rows or c.machine.id != fingerprint().id:
-            return [], []
-        self.say(f"reusing stored comparison {c.id} of {base.short} and {commit.short}")
-        return rows, [c.id]
+        b = _Bisector(self, record, prior)
+        b.save()
+        return b
+
+    def profiled(self, b: _Bisector, record: Bisection) -> Bisection:
+        """The record with py-spy's differential of its answer's two ends (never fatal).
+
+        A profile of the same ends from an earlier run is kept, with or without --profile.
+        """
+        if record.outcome not in (Outcome.CULPRIT, Outcome.RANGE) or not record.candidates:
+            return record
+        before = self.line[self.line.index(record.candidates[0]) - 1]
+        after = record.candidates[-1]
+        prior = self.prior.get(record.regime)
+        done = prior.profile if prior else None
+        if done and not done.error and (done.before.sha, done.after.sha) == (before.sha, after.sha):
+            b.record = replace(record, profile=done)  # resumed: profiled already
+            b.save()
+            return b.record
+        if not self.settings.profile:
+            return record
+        self.say(f"profile: {record.regime} {before.short} → {after.short} (py-spy)")
+        link = profile_ends(self.config, record.regime, before, after, self.settings)
+        b.record = replace(record, profile=link)
+        b.save()
+        return b.record
 
 
-def _one_name(c: Comparison, glob: str) -> str:
-    """The one regime ``--regime`` names (a baseline dragged along does not count)."""
-    names = [r.name for r in c.regimes]
-    exact = [n for n in names if n == glob or f"{_family(c, n)}.{n}" == glob]
-    hits = exact or [n for n in names if fnmatch.fnmatchcase(n, glob)]
-    if len(hits) != 1:
-        shown = ", ".join(hits[:5]) or "none"
-        raise UsageError(
-            f"--regime `{glob}` selects {len(hits)} regimes ({shown}); bisect follows one",
-            "name a single regime exactly",
-        )
-    return hits[0]
+def profile_ends(
+    config: Config, regime: str, before: RefInfo, after: RefInfo, settings: BisectSettings
+) -> ProfileLink:
+    """py-spy profiles of both ends, diffed per op; a failure is kept as the link's error."""
+    from perfctl.errors import PerfctlError
+    from perfctl.jobs import profile as profiling
 
-
-def _family(c: Comparison, name: str) -> str:
-    return next((r.family for r in c.regimes if r.name == name), "")
-
-
-def _step(
-    kind: StepKind,
-    base: RefInfo,
-    commit: RefInfo,
-    likeness: Likeness,
-    row: RegimeComparison,
-    seconds: float,
-    ids: tuple[str, ...],
-) -> Step:
-    return Step(
-        kind=kind,
-        base=base,
-        commit=commit,
-        likeness=likeness,
-        verdict=row.verdict,
-        change=row.change,
-        ci_low=row.ci_low,
-        ci_high=row.ci_high,
-        rounds=min(len(row.base_values), len(row.head_values)),
-        seconds=round(seconds, 2),
-        comparisons=ids,
-        reason=row.reason if likeness in (Likeness.SKIPPED, Likeness.UNKNOWN) else "",
+    regimes = settings.compare.regimes
+    try:
+        a = profiling.resolve_target(config, after.sha, isolated=True)
+        b = profiling.resolve_target(config, before.sha, isolated=True)
+        d = profiling.profile_pair(config, regime, b, a, regimes=regimes)
+    except PerfctlError as exc:
+        return ProfileLink(before, after, error=exc.message)
+    moved = [f for f in d.diff.functions if f.change != "same"][:5]
+    movers = tuple(
+        f"{f.where}: self time per op {_signed_us(f.delta_self_per_op_s)} ({f.change})"
+        for f in moved
     )
+    files = {"diff_svg": str(d.diff_svg), "diff_reverse_svg": str(d.diff_reverse_svg)}
+    return ProfileLink(before, after, {**files, "diff_json": str(d.diff_json)}, movers)
+
+
+def _signed_us(seconds: float) -> str:
+    return f"{seconds * 1e6:+.2f} µs"
 
 
 def _pct(x: float | None) -> str:
@@ -341,17 +348,30 @@ def bisect(
     config: Config,
     good: str,
     bad: str,
-    regime: str,
+    regimes: str | Sequence[str],
     settings: BisectSettings | None = None,
     progress: Progress | None = None,
-) -> Bisection:
-    """Find the commit in GOOD..BAD that made ``regime`` slower; the stored record."""
+) -> tuple[Bisection, ...]:
+    """Find the commit in GOOD..BAD that made each selected regime slower; the records.
+
+    ``regimes`` are names or globs (``--regime``); with the settings' family alone,
+    every regime of that family. One record per regime, sorted by name.
+    """
     from perfctl.git.line import first_parent_line
     from perfctl.store.lock import project_lock
 
     settings = settings or BisectSettings()
+    globs = (regimes,) if isinstance(regimes, str) else tuple(regimes)
+    if not globs and settings.compare.family is None:
+        raise UsageError(
+            "bisect needs the regimes to follow", "name them with --regime or --family"
+        )
     say = progress or (lambda _msg: None)
+    if settings.profile:
+        from perfctl.profile import pyspy
+
+        pyspy.find_py_spy()  # before anything is measured
     with project_lock(config.state_dir, wait=settings.compare.lock_wait, what="bisect"):
         line = first_parent_line(config.root, good, bad)
         line = (replace(line[0], ref=good), *line[1:-1], replace(line[-1], ref=bad))
-        return _Bisector(config, regime, line, settings, say).run()
+        return _Group(config, globs, line, settings, say).run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from perfctl.model import to_dict
@@ -65,10 +66,12 @@ def headline(b: Bisection) -> list[str]:
     """What was found, in plain lines (the culprit or range first)."""
     confirm = next(iter(b.of_kind(StepKind.CONFIRM)), None)
     span = f"{b.good.ref} ({b.good.short}) → {b.bad.ref} ({b.bad.short}), {b.commits} commit(s)"
-    total = f"{b.regime}: {change_text(confirm)} from GOOD to BAD"
+    total = f"{b.regime}: {change_text(confirm)} {_signal(b)}from GOOD to BAD"
     if b.outcome == Outcome.NO_REGRESSION:
         verdict = confirm.verdict if confirm else "?"
         return [f"no regression between GOOD and BAD to bisect ({verdict})", total, span]
+    if b.outcome == Outcome.FAILED:
+        return [f"cannot bisect: {b.note}", total, span]
     lines = [total, span]
     if b.outcome == Outcome.CULPRIT and b.culprit is not None:
         c = b.culprit
@@ -81,11 +84,40 @@ def headline(b: Bisection) -> list[str]:
         lines.append(f"{v.commit.short} vs {v.base.short}: {change_text(v)} ({ok})")
     if b.note:
         lines.append(b.note)
+    return lines + profile_lines(b)
+
+
+def _signal(b: Bisection) -> str:
+    """What the change is of, when it is not wall time."""
+    unit = {"instructions": "instructions/op", "memory": "blocks/op"}
+    m = str(b.settings.get("measure") or "time")
+    return f"in {unit[m]} " if m in unit else ""
+
+
+def profile_lines(b: Bisection) -> list[str]:
+    """``--profile``: where py-spy saw the time move, and the differential's files."""
+    p = b.profile
+    if p is None:
+        return []
+    ends = f"{p.before.short} → {p.after.short}"
+    if p.error:
+        return [f"no profile of {ends}: {p.error}"]
+    lines = [f"py-spy differential {ends} (profiled time, not a measurement):"]
+    lines += [f"  {m}" for m in p.movers] or ["  no function moved by more than 1%"]
+    files = p.files
+    lines += [f"  {label}: {files[k]}" for k, label in _PROFILE_FILES if k in files]
     return lines
 
 
+_PROFILE_FILES = (
+    ("diff_svg", "diff flame graph"),
+    ("diff_reverse_svg", "reverse view"),
+    ("diff_json", "diff data"),
+)
+
+
 def _legend(b: Bisection) -> list[str]:
-    return [] if b.outcome == Outcome.NO_REGRESSION else [LEGEND]
+    return [] if b.outcome in (Outcome.NO_REGRESSION, Outcome.FAILED) else [LEGEND]
 
 
 def skipped_lines(b: Bisection) -> list[str]:
@@ -126,3 +158,36 @@ def format_bisect_markdown(b: Bisection) -> str:
 def format_bisect_json(b: Bisection) -> str:
     """The stored record plus its total time (stdout only)."""
     return json.dumps({**to_dict(b), "seconds": round(b.seconds, 2)}, indent=2)
+
+
+def format_bisects_table(records: Sequence[Bisection]) -> Any:
+    """Every regime's record in turn, then the time over all of them."""
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    for b in records:
+        parts += [format_bisect_table(b), Text("")]
+    if len(records) > 1:
+        parts.append(Text(f"{len(records)} regimes, total time: {_seconds(records):.0f} s"))
+    return Group(*parts)
+
+
+def format_bisects_markdown(records: Sequence[Bisection]) -> str:
+    """One section per regime."""
+    if len(records) == 1:
+        return format_bisect_markdown(records[0])
+    parts = [f"### {md_escape(b.regime)}\n\n{format_bisect_markdown(b)}" for b in records]
+    return (
+        "\n".join(parts) + f"\n_{len(records)} regimes, total time: {_seconds(records):.0f} s._\n"
+    )
+
+
+def format_bisects_json(records: Sequence[Bisection]) -> str:
+    """``{"bisections": [record + seconds, …], "seconds": total}`` (stdout only)."""
+    data = [{**to_dict(b), "seconds": round(b.seconds, 2)} for b in records]
+    return json.dumps({"bisections": data, "seconds": round(_seconds(records), 2)}, indent=2)
+
+
+def _seconds(records: Sequence[Bisection]) -> float:
+    return sum(b.seconds for b in records)

@@ -55,6 +55,7 @@ class Outcome(StrEnum):
     CULPRIT = "culprit"  # one commit, verified against its parent
     RANGE = "range"  # several candidates (skipped commits between, or not verified)
     NO_REGRESSION = "no regression"  # BAD is not slower than GOOD
+    FAILED = "failed"  # the regime cannot be measured at GOOD or BAD (note says why)
 
 
 class StepKind(StrEnum):
@@ -84,6 +85,17 @@ class Step:
 
 
 @dataclass(frozen=True)
+class ProfileLink:
+    """``bisect --profile``: the py-spy differential of the answer's two ends."""
+
+    before: RefInfo
+    after: RefInfo
+    files: dict[str, str] = field(default_factory=dict)  # diff_svg, diff_reverse_svg, diff_json
+    movers: tuple[str, ...] = ()  # the functions whose self time per op moved most
+    error: str = ""  # why there is no profile (py-spy could not attach, say)
+
+
+@dataclass(frozen=True)
 class Bisection:
     """A bisection record: saved after every step so that a re-run resumes it."""
 
@@ -99,6 +111,8 @@ class Bisection:
     candidates: tuple[RefInfo, ...] = ()  # oldest first; the culprit alone when verified
     note: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    group: str = ""  # the id shared by every regime of one `perfctl bisect` call
+    profile: ProfileLink | None = None
     schema: int = SCHEMA_VERSION
 
     def of_kind(self, kind: StepKind) -> list[Step]:
@@ -135,11 +149,15 @@ def verified(row: RegimeComparison, total: float) -> bool:
     return row.verdict == REGRESSED and classify(row, total) == Likeness.BAD
 
 
-def pooled(rows: Sequence[RegimeComparison], *, threshold: float, alpha: float) -> RegimeComparison:
+def pooled(
+    rows: Sequence[RegimeComparison], *, threshold: float, alpha: float, pairing: str = "process"
+) -> RegimeComparison:
     """One regime's verdict over every process of several comparisons of the same pair.
 
     Each comparison interleaved its own processes, so pooling keeps drift balanced;
-    a failed or skipped row wins (that commit cannot be judged).
+    a failed or skipped row wins (that commit cannot be judged). The rows' unit and
+    clock go with the values, so counters keep their own test (Welch's t, not the
+    time rule) and paired processes their paired analysis.
     """
     from perfctl.stats import verdicts
 
@@ -150,10 +168,19 @@ def pooled(rows: Sequence[RegimeComparison], *, threshold: float, alpha: float) 
     base = [p for r in rows for p in r.base_values]
     head = [p for r in rows for p in r.head_values]
     sides = {
-        side: RegimeResult(name=first.name, family=first.family, status=OK, processes=tuple(vals))
+        side: RegimeResult(
+            name=first.name,
+            family=first.family,
+            status=OK,
+            processes=tuple(vals),
+            unit=first.unit,
+            clock=first.clock,
+        )
         for side, vals in (("base", base), ("head", head))
     }
-    (row,) = verdicts.decide_all({first.name: sides}, threshold=threshold, alpha=alpha)
+    (row,) = verdicts.decide_all(
+        {first.name: sides}, threshold=threshold, alpha=alpha, pairing=pairing
+    )
     return row
 
 
@@ -179,4 +206,15 @@ def bisection_from_dict(d: dict[str, Any]) -> Bisection:
     d["steps"] = tuple(step_from_dict(s) for s in d.get("steps") or ())
     d["culprit"] = ref_from_dict(d["culprit"]) if d.get("culprit") else None
     d["candidates"] = tuple(ref_from_dict(c) for c in d.get("candidates") or ())
+    d["profile"] = _profile_from_dict(d["profile"]) if d.get("profile") else None
     return Bisection(**{k: v for k, v in d.items() if k in Bisection.__dataclass_fields__})
+
+
+def _profile_from_dict(d: dict[str, Any]) -> ProfileLink:
+    return ProfileLink(
+        before=ref_from_dict(d["before"]),
+        after=ref_from_dict(d["after"]),
+        files={str(k): str(v) for k, v in (d.get("files") or {}).items()},
+        movers=tuple(str(m) for m in d.get("movers") or ()),
+        error=str(d.get("error") or ""),
+    )

@@ -1,0 +1,243 @@
+"""The measured pairs of one bisection, shared by every regime it follows.
+
+A pair (base, commit) is measured with ``compare``'s machinery, interleaved on one
+machine, and kept as each regime's rows and stored comparison ids. Every comparison
+measures all regimes still being bisected, so a commit measured for one regime's search
+costs nothing when another regime's search reaches it; each regime is still judged
+only by its own rows. A stored comparison of exactly that pair (same machine, same
+measure, measured as one interleaved comparison) seeds the pair.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from perfctl.config import Config
+from perfctl.errors import BuildError, UsageError
+from perfctl.jobs.compare import CompareSettings, Progress, compare_refs
+from perfctl.model import (
+    FAILED,
+    IMPROVED,
+    NO_CHANGE,
+    REGRESSED,
+    SKIPPED,
+    Comparison,
+    RefInfo,
+    RegimeComparison,
+)
+from perfctl.stats.bisection import Likeness, Step, StepKind, classify, pooled, verified
+
+Judge = Callable[[RegimeComparison], Likeness]
+
+
+@dataclass
+class Pair:
+    """Every regime's rows (and the comparisons they came from) for one (base, commit)."""
+
+    rows: dict[str, list[RegimeComparison]] = field(default_factory=dict)
+    ids: dict[str, list[str]] = field(default_factory=dict)
+    broken: str = ""  # why the commit cannot be measured (it does not build)
+    unbilled: float = 0.0  # seconds spent measuring, not yet counted in a step
+
+    def bill(self) -> float:
+        """The seconds not yet counted; the first step that uses them counts them."""
+        seconds, self.unbilled = self.unbilled, 0.0
+        return round(seconds, 2)
+
+    def add(self, c: Comparison, names: Sequence[str]) -> None:
+        """Keep the rows of ``names`` from one comparison."""
+        for r in c.regimes:
+            if r.name in names:
+                self.rows.setdefault(r.name, []).append(r)
+                self.ids.setdefault(r.name, []).append(c.id)
+
+
+class Pairs:
+    """Measures pairs on demand and remembers them for the whole bisection."""
+
+    def __init__(
+        self, config: Config, attempts: int, fresh: bool, say: Progress, measure: str
+    ) -> None:
+        self.config, self.attempts, self.fresh, self.say = config, attempts, fresh, say
+        self.measure_kind = measure
+        self.pairs: dict[tuple[str, str], Pair] = {}
+
+    def step(
+        self,
+        kind: StepKind,
+        base: RefInfo,
+        commit: RefInfo,
+        name: str,
+        judge: Judge,
+        cs: CompareSettings,
+        names: Sequence[str],
+    ) -> Step:
+        """``name``'s step for the pair: measured (with ``names``) until judged or out of attempts."""
+        pair = self.pair(base, commit, names)
+        while not pair.broken and (
+            name not in pair.rows
+            or (
+                judge(_pool(pair.rows[name], cs)) == Likeness.UNKNOWN
+                and len(pair.ids[name]) < self.attempts
+            )
+        ):
+            seed = len(pair.ids.get(name, ()))
+            c = self.attempt(
+                kind, base, commit, names, replace(cs, schedule=replace(cs.schedule, seed=seed))
+            )
+            if isinstance(c, str):
+                pair.broken = c
+                break
+            pair.add(c, names)
+            if name not in pair.rows:
+                raise UsageError(
+                    f"comparison {c.id} has no regime `{name}`", "check the --regime names"
+                )
+        if pair.broken:
+            return Step(
+                kind, base, commit, Likeness.SKIPPED, seconds=pair.bill(), reason=pair.broken
+            )
+        row = _pool(pair.rows[name], cs)
+        ids = tuple(pair.ids[name])
+        return make_step(kind, base, commit, judge(row), row, pair.bill(), ids)
+
+    def seed(self, base: RefInfo, commit: RefInfo, c: Comparison, names: Sequence[str]) -> None:
+        """Start the pair from a comparison already in hand."""
+        pair = self.pairs.setdefault((base.sha, commit.sha), Pair())
+        pair.add(c, names)
+
+    def pair(self, base: RefInfo, commit: RefInfo, names: Sequence[str]) -> Pair:
+        """The pair as measured so far (seeded from the store the first time)."""
+        key = (base.sha, commit.sha)
+        if key not in self.pairs:
+            self.pairs[key] = Pair()
+            stored = self.stored(base, commit)
+            if stored is not None:
+                self.pairs[key].add(stored, names)
+        return self.pairs[key]
+
+    def attempt(
+        self,
+        kind: StepKind,
+        base: RefInfo,
+        commit: RefInfo,
+        names: Sequence[str],
+        cs: CompareSettings,
+    ) -> Comparison | str:
+        """One stored comparison of the pair, or why ``commit`` cannot be built."""
+        self.say(f"{kind}: {commit.short} {commit.subject[:50]} vs {base.short}")
+        started = time.monotonic()
+        try:
+            return compare_refs(
+                self.config,
+                base.sha,
+                commit.sha,
+                regimes=list(names),
+                settings=cs,
+                progress=self.say,
+            )
+        except BuildError as exc:
+            if kind == StepKind.CONFIRM:
+                raise  # GOOD or BAD itself: nothing to bisect
+            log = exc.message.partition("build log: ")[2]
+            return f"does not build (build log: {log})" if log else f"does not build: {exc.message}"
+        finally:  # billed to the pair, so the step that first uses it shows the time
+            key = (base.sha, commit.sha)
+            self.pairs.setdefault(key, Pair()).unbilled += time.monotonic() - started
+
+    def stored(self, base: RefInfo, commit: RefInfo) -> Comparison | None:
+        """A stored comparison of exactly these commits, measured here the same way."""
+        from perfctl.measure.machine import fingerprint
+        from perfctl.store.local import open_store
+
+        if self.fresh:
+            return None
+        c = open_store(self.config.state_dir, self.config.store_url).find_comparison(
+            base.sha, commit.sha
+        )
+        if c is None or c.settings.get("from_store") or c.settings.get("merged_from"):
+            return None  # recomputed or merged: its runs were not interleaved as one
+        if c.settings.get("measure", "time") != self.measure_kind:
+            return None  # another signal: instructions are no evidence about time
+        if c.machine.id != fingerprint().id or not any(r.base_values for r in c.regimes):
+            return None
+        self.say(f"reusing stored comparison {c.id} of {base.short} and {commit.short}")
+        return c
+
+
+def _pool(rows: Sequence[RegimeComparison], cs: CompareSettings) -> RegimeComparison:
+    return pooled(rows, threshold=cs.threshold, alpha=cs.alpha, pairing=cs.schedule.pairing)
+
+
+def make_step(
+    kind: StepKind,
+    base: RefInfo,
+    commit: RefInfo,
+    likeness: Likeness,
+    row: RegimeComparison,
+    seconds: float,
+    ids: tuple[str, ...],
+) -> Step:
+    """A finished step from the pooled row of its comparisons."""
+    return Step(
+        kind=kind,
+        base=base,
+        commit=commit,
+        likeness=likeness,
+        verdict=row.verdict,
+        change=row.change,
+        ci_low=row.ci_low,
+        ci_high=row.ci_high,
+        rounds=min(len(row.base_values), len(row.head_values)),
+        seconds=round(seconds, 2),
+        comparisons=ids,
+        reason=row.reason if likeness in (Likeness.SKIPPED, Likeness.UNKNOWN) else "",
+    )
+
+
+def confirm_judge(row: RegimeComparison) -> Likeness:
+    """BAD vs GOOD: only a regression starts a search."""
+    if row.verdict == REGRESSED:
+        return Likeness.BAD
+    if row.verdict in (IMPROVED, NO_CHANGE):
+        return Likeness.GOOD
+    if row.verdict in (FAILED, SKIPPED):
+        return Likeness.SKIPPED
+    return Likeness.UNKNOWN
+
+
+def verify_judge(total: float) -> Judge:
+    """Parent vs culprit: a regression carrying most of the slowdown, else not verified."""
+
+    def judge(row: RegimeComparison) -> Likeness:
+        if verified(row, total):
+            return Likeness.BAD
+        found = classify(row, total)
+        return Likeness.UNKNOWN if found == Likeness.BAD else found
+
+    return judge
+
+
+def select_names(
+    rows: Sequence[RegimeComparison], globs: Sequence[str], family: str | None
+) -> list[str]:
+    """The regimes ``--regime``/``--family`` name (a baseline dragged along does not count)."""
+    rows = [r for r in rows if family is None or r.family == family]
+    chosen: list[str] = []
+    for g in globs or ("*",):
+        exact = [r.name for r in rows if g in (r.name, f"{r.family}.{r.name}")]
+        hits = exact or [
+            r.name
+            for r in rows
+            if fnmatch.fnmatchcase(r.name, g) or fnmatch.fnmatchcase(f"{r.family}.{r.name}", g)
+        ]
+        chosen.extend(h for h in hits if h not in chosen)
+    if not chosen:
+        raise UsageError(
+            f"--regime {' '.join(globs)} selects no measured regime",
+            "list them with `perfctl list`",
+        )
+    return sorted(chosen)
