@@ -147,6 +147,7 @@ class RegimeInfo:
     timeout: float | None = None
     skip_reason: str | None = None
     clock: str = "wall"  # "device": the regime times itself (CUDA events); host time is a metric
+    max_peak: int | None = None  # bytes: the regime's declared memory limit
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ class RegimeResult:
     # or "blocks/op" (``--measure instructions|memory``, one value per process).
     unit: str = "s"
     clock: str = "wall"  # what the values time: "wall", or "device" (the regime's own events)
+    max_peak: int | None = None  # bytes: the regime's declared memory limit (RegimeInfo)
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -244,6 +246,8 @@ class RegimeComparison:
     artifacts: dict[str, str] = field(default_factory=dict)  # e.g. flamegraph paths
     unit: str = "s"  # of the values and SideStats "*_s" figures: see RegimeResult.unit
     clock: str = "wall"
+    max_peak: int | None = None  # head's declared memory limit, bytes
+    over_limit: str = ""  # why head is over max_peak (only --measure memory can tell)
 
 
 @dataclass(frozen=True)

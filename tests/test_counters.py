@@ -56,6 +56,11 @@ def work():
 def steady():
     \"\"\"Code that no commit changes.\"\"\"
     return lambda: sum(range(300))
+
+@regime(family="toy", ops=1, max_peak="64kB")
+def hoard():
+    \"\"\"Builds and drops an 800 kB list per call: over its 64 kB limit.\"\"\"
+    return lambda: len([0] * 100_000)
 """
 
 STANDALONE = """\
@@ -243,6 +248,73 @@ def test_compare_memory_detects_one_more_block_per_op(repo: GitRepo) -> None:
     assert work["metrics_base"]["alloc_blocks_per_op"] == 1.0
     assert work["metrics_head"]["alloc_blocks_per_op"] == 2.0
     assert rows["steady"]["verdict"] == "no change", rows["steady"]["reason"]
+    # max_peak: hoard keeps nothing (no change) but its peak is over its declared limit.
+    hoard = rows["hoard"]
+    assert hoard["verdict"] == "no change" and hoard["max_peak"] == 64_000
+    assert hoard["metrics_head"]["peak_traced_bytes"] > 790_000
+    assert hoard["over_limit"].endswith("kB is over max_peak 64 kB"), hoard["over_limit"]
+    assert rows["steady"]["over_limit"] == "" and rows["steady"]["max_peak"] is None
+    # --fail-on-regression enforces it (re-decided from the store: nothing measured).
+    gate = run_cli(
+        "compare", "c1", "c2", "--from-store", "--regime", "hoard", "--fail-on-regression",
+        cwd=repo.path,
+    )  # fmt: skip
+    assert gate.returncode == 1, gate.stderr
+    assert "is over max_peak 64 kB (the regime's memory limit)" in gate.stdout + gate.stderr
+    quiet = run_cli("compare", "c1", "c2", "--from-store", "--regime", "hoard", cwd=repo.path)
+    assert quiet.returncode == 0, quiet.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "size"),
+    [(4096, 4096), ("24MB", 24_000_000), ("24 MiB", 24 * 2**20), ("1.5kB", 1500), ("7", 7),
+     ("2 GiB", 2 * 2**30)],
+)  # fmt: skip
+def test_max_peak_sizes(given: int | str, size: int) -> None:
+    from perfctl.regimes.api import parse_size
+
+    assert parse_size(given) == size
+
+
+@pytest.mark.parametrize("bad", ["24 MBs", "", "-3MB", 0, "0kB", 2.5, True, "MB"])
+def test_max_peak_refuses_what_is_not_a_size(bad: object) -> None:
+    from perfctl.regimes.api import parse_size
+
+    with pytest.raises(ValueError, match="max_peak"):
+        parse_size(bad)  # type: ignore[arg-type]
+
+
+def test_limits_are_checked_on_memory_runs_only_and_gate() -> None:
+    from dataclasses import replace
+
+    from perfctl.jobs.ci import gate_exit_code
+    from perfctl.jobs.results import with_limits
+    from perfctl.model import OK, Comparison, Machine, RefInfo, RegimeResult
+    from perfctl.stats import verdicts
+
+    def compare(peak: float, measure: str) -> Comparison:
+        sides = {
+            side: RegimeResult("r", "f", OK, processes=((3.0,),) * 3, unit="blocks/op",
+                               metrics={"peak_traced_bytes": peak}, max_peak=1000)
+            for side in ("base", "head")
+        }  # fmt: skip
+        rows = verdicts.decide_all({"r": sides}, threshold=0.005, alpha=0.05)
+        machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+        c = Comparison("id", "now", RefInfo("a", "1" * 40), RefInfo("b", "2" * 40), machine,
+                       tuple(rows), settings={"measure": measure})  # fmt: skip
+        return with_limits(c)
+
+    over = compare(1500.0, "memory")
+    assert over.regimes[0].over_limit == "peak traced memory 1.5 kB is over max_peak 1 kB"
+    assert over.warnings == ("r: peak traced memory 1.5 kB is over max_peak 1 kB "
+                             "(the regime's memory limit)",)  # fmt: skip
+    assert gate_exit_code(over, fail_on_regression=True) == 1
+    assert gate_exit_code(over, fail_on_regression=False) == 0
+    under = compare(900.0, "memory")
+    assert under.warnings == () and gate_exit_code(under, fail_on_regression=True) == 0
+    timed = compare(1500.0, "time")  # (a time run has no peak; the warning says so)
+    assert "max_peak of r not checked" in timed.warnings[-1]
+    assert replace(timed, regimes=()).warnings == timed.warnings
 
 
 def test_tables_name_the_unit_and_the_test() -> None:

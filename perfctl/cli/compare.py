@@ -336,8 +336,8 @@ def _exit_code(c: Comparison, fail_on_regression: bool) -> None:
             f"{len(failed)} regime(s) failed: {', '.join(failed)}",
             "the table shows each failure's reason and log path",
         )
-    if fail_on_regression and counts.get(REGRESSED):
-        raise typer.Exit(EXIT_REGRESSION)
+    if fail_on_regression and (counts.get(REGRESSED) or any(r.over_limit for r in c.regimes)):
+        raise typer.Exit(EXIT_REGRESSION)  # a regime over its max_peak fails the gate too
 
 
 def register(app: typer.Typer) -> None:

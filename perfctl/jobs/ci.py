@@ -269,11 +269,13 @@ def append_step_summary(env: Mapping[str, str], body: str) -> str | None:
 
 
 def gate_exit_code(c: Comparison, fail_on_regression: bool) -> int:
-    """3 when a regime failed, 1 on regression when gating, else 0."""
+    """3 when a regime failed, 1 on regression (or a regime over its max_peak) when
+    gating, else 0."""
     verdicts = {r.verdict for r in c.regimes}
     if FAILED in verdicts:
         return EXIT_FAILURE
-    return EXIT_REGRESSION if fail_on_regression and REGRESSED in verdicts else EXIT_OK
+    over = any(r.over_limit for r in c.regimes)
+    return EXIT_REGRESSION if fail_on_regression and (REGRESSED in verdicts or over) else EXIT_OK
 
 
 # -- the pipeline -----------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
-from perfctl.jobs.results import side_result, unmeasurable, with_load
+from perfctl.jobs.results import side_result, unmeasurable, with_limits, with_load
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
 from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
@@ -90,7 +90,7 @@ def compare_refs(
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
             comparison = _confirm(config, store, sides, files, comparison, settings, say, executor)
-        comparison = with_load(comparison, loads)
+        comparison = with_limits(with_load(comparison, loads))
         for s in sides.values():
             store.finish_run(s.run.id, finished_status(store.load_run(s.run.id).results))
         store.save_comparison(comparison)

@@ -24,6 +24,21 @@ def with_load(c: Comparison, loads: list[float | None]) -> Comparison:
     )
 
 
+def with_limits(c: Comparison) -> Comparison:
+    """Warn about regimes over their ``max_peak``, or whose limit this measure cannot check."""
+    over = [
+        f"{r.name}: {r.over_limit} (the regime's memory limit)" for r in c.regimes if r.over_limit
+    ]
+    declared = [r.name for r in c.regimes if r.max_peak is not None]
+    unchecked = []
+    if declared and c.settings.get("measure", "time") != "memory":
+        unchecked = [
+            f"max_peak of {', '.join(declared[:5])}{' …' if len(declared) > 5 else ''} "
+            "not checked: only --measure memory measures peak memory"
+        ]
+    return replace(c, warnings=(*c.warnings, *over, *unchecked)) if over or unchecked else c
+
+
 def unmeasurable(
     load_errors: dict[str, str], infos: dict[str, RegimeInfo | None], name: str
 ) -> dict[str, RegimeResult]:
@@ -78,4 +93,5 @@ def side_result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) 
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
         clock=info.clock,
+        max_peak=info.max_peak,
     )

@@ -94,6 +94,7 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
         metrics=outcome.metrics or {},
         loops=outcome.loops,
         clock=info.clock,
+        max_peak=info.max_peak,
     )
 
 

@@ -130,6 +130,8 @@ def _results(c: Comparison) -> dict[str, dict[str, RegimeResult]]:
             family=r.family,
             description=r.description,
             baseline=r.baseline,
+            unit=r.unit,  # counters keep their own test (Welch), not the time rule
+            clock=r.clock,
         )
         out[r.name] = {
             "base": RegimeResult(
@@ -146,6 +148,7 @@ def _results(c: Comparison) -> dict[str, dict[str, RegimeResult]]:
                 order=r.head_order,
                 metrics=r.metrics_head,
                 reason=r.reason if r.head_status != "ok" else "",
+                max_peak=r.max_peak,
                 **common,
             ),
         }

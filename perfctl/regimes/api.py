@@ -61,6 +61,7 @@ class RegimeDef:
     source: str = ""
     metrics: tuple[str, ...] = field(default=())
     clock: str = "wall"
+    max_peak: int | None = None  # bytes: --measure memory's peak traced memory must stay below
 
     def expand(self) -> list[tuple[str, dict[str, Any]]]:
         """Cartesian product of params as (full name, kwargs) pairs."""
@@ -150,15 +151,19 @@ def regime(
     tags: Iterable[str] = (),
     metrics: Iterable[str] = (),
     clock: str = "wall",
+    max_peak: int | str | None = None,
 ) -> Any:
     """Register a benchmark regime; usable bare (``@regime``) or with options.
 
     ``clock="device"`` says the regime times itself on a device (it hands back a
     :class:`Timed`, e.g. CUDA events); the worker then records host wall time
-    beside it as the ``host_us`` metric.
+    beside it as the ``host_us`` metric. ``max_peak`` (bytes, or ``"24MB"``, ``"512 KiB"``)
+    is a memory limit: ``--measure memory`` checks the timed loop's peak traced memory
+    against it, and ``--fail-on-regression`` fails when it is over.
     """
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
+    limit = None if max_peak is None else parse_size(max_peak)
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         if ops < 1:
@@ -178,12 +183,34 @@ def regime(
             source=getattr(f, "__module__", ""),
             metrics=tuple(metrics),
             clock=clock,
+            max_peak=limit,
         )
         _check_names(defn)
         REGISTRY.append(defn)
         return f
 
     return wrap(func) if func is not None else wrap
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30}  # fmt: skip
+
+
+def parse_size(size: int | str) -> int:
+    """Bytes from ``4096``, ``"24MB"`` (10^6) or ``"24 MiB"`` (2^20); ValueError otherwise."""
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise ValueError(f"max_peak must be bytes or a size such as '24MB', got {size!r}")
+    if isinstance(size, int):
+        number, unit = float(size), ""
+    else:
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", size)
+        if m is None or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"max_peak {size!r} is not a size such as '24MB' or '512 KiB'")
+        number, unit = float(m.group(1)), m.group(2).lower()
+    found = int(number * _UNITS[unit])
+    if found <= 0:
+        raise ValueError(f"max_peak must be above 0 bytes, got {size!r}")
+    return found
 
 
 def subject(family: str, default: str) -> Callable[..., Any]:

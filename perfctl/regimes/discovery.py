@@ -169,7 +169,13 @@ def _info(d: dict[str, object]) -> RegimeInfo:
         timeout=d["timeout"] if isinstance(d["timeout"], (int, float)) else None,
         skip_reason=d["skip_reason"] if isinstance(d["skip_reason"], str) else None,
         clock=str(d.get("clock") or "wall"),
+        max_peak=_limit(d.get("max_peak")),
     )
+
+
+def _limit(value: object) -> int | None:
+    """A probe's max_peak: a positive int of bytes, or nothing."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class Named(Protocol):

@@ -143,7 +143,31 @@ def _common(
         base=_side_stats(results, name, "base", seed),
         head=_side_stats(results, name, "head", seed),
         unit=b.unit if b.status == OK else h.unit,
+        max_peak=h.max_peak,
+        over_limit=over_limit(h),
     )
+
+
+PEAK = "peak_traced_bytes"  # the memory worker's figure a max_peak limit is checked on
+
+
+def over_limit(h: RegimeResult) -> str:
+    """Why head's measured peak is over its declared ``max_peak``, or ``""``.
+
+    Only ``--measure memory`` records the peak (the median over processes of the
+    traced peak during the timed loops); otherwise there is nothing to check.
+    """
+    peak = h.metrics.get(PEAK)
+    if h.max_peak is None or peak is None or peak <= h.max_peak:
+        return ""
+    return f"peak traced memory {_size(peak)} is over max_peak {_size(h.max_peak)}"
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def decide_all(

@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
                     "tags": list(d.tags),
                     "timeout": d.timeout,
                     "clock": d.clock,
+                    "max_peak": d.max_peak,
                     "skip_reason": skip,
                 }
             )
