@@ -155,6 +155,24 @@ def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None
         shard.merge([one, other], "m3", "now")
 
 
+def test_merged_counter_shards_keep_their_test_and_limits(repo: GitRepo) -> None:
+    """Counter rows merge as counts (Welch: 3 a side decide) with head's max_peak kept."""
+    from dataclasses import replace
+
+    def as_counts(c: Comparison) -> Comparison:
+        rows = tuple(
+            replace(r, unit="blocks/op", base_values=((4.0,),) * 3, head_values=((5.0,),) * 3,
+                    metrics_head={"peak_traced_bytes": 2e6}, max_peak=10**6)
+            for r in c.regimes
+        )  # fmt: skip
+        return replace(c, regimes=rows)
+
+    merged = shard.merge([as_counts(_fake_shard(repo, k)) for k in (1, 2)], "m", "now")
+    assert {r.unit for r in merged.regimes} == {"blocks/op"}
+    assert {r.verdict for r in merged.regimes} == {"regressed"}  # the time rule: inconclusive
+    assert all(r.over_limit.endswith("over max_peak 1 MB") for r in merged.regimes)
+
+
 @pytest.mark.slow
 def test_ci_shard_writes_artefacts_and_leaves_gate_and_comment_to_merge(
     repo: GitRepo, tmp_path: Path
