@@ -820,6 +820,12 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
         replace(full, id="n2", created="2026-02-11T16:00:00+00:00", regimes=tuple(regressed),
                 settings={"globs": ["toy_*"]}, warnings=()),
     )  # fmt: skip
+    # ... and a whole-suite comparison of another signal: instructions are not time.
+    counted = _save(
+        git_repo,
+        replace(full, id="i1", created="2026-02-11T17:00:00+00:00", regimes=tuple(regressed),
+                settings={"measure": "instructions"}, warnings=()),
+    )  # fmt: skip
     assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
     out = update(cli, git_repo, "--no-measure")
     assert out.returncode == 0, out.stderr
@@ -840,6 +846,10 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     git_repo.write("pyproject.toml", pinned.replace(recomputed.id, "nope"))
     out = update(cli, git_repo, "--no-measure")
     assert out.returncode == 2 and "phase 1: pinned comparison `nope`" in out.stderr
+    git_repo.write("pyproject.toml", pinned.replace(recomputed.id, counted.id))
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 2, out.stderr
+    assert f"phase 1: pinned comparison {counted.id} measured instructions" in out.stderr
 
 
 def test_update_regimes_file_is_checked_even_with_nothing_to_measure(synthetic, cli):

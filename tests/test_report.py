@@ -587,6 +587,22 @@ def test_history_structure_matches_golden(tmp_path: Path) -> None:
     check_figures(html)
 
 
+def test_history_keeps_counter_runs_off_the_time_axis(tmp_path: Path) -> None:
+    """An instructions run of the same regimes would read as a 10^9x slowdown."""
+    runs = make_runs(8, 1, step_at=99)
+    counted = [
+        replace(r, id=f"i{r.id}",
+                results=tuple(replace(x, unit="instructions/op", processes=((1e6,),) * 3)
+                              for x in r.results))
+        for r in runs[:3]
+    ]  # fmt: skip
+    html = render_history([*counted, *runs], out=tmp_path / "h.html").read_text("utf-8")
+    (fig,) = figures(html).values()
+    median = next(t for t in fig["data"] if t.get("name") == "median")
+    assert len(median["x"]) == 8 and max(median["y"]) < 1e5  # the 8 timed runs only
+    assert not any(t.get("name") == "change detected" and t["x"] for t in fig["data"])
+
+
 def test_history_marks_the_step(tmp_path: Path) -> None:
     html = render_history(make_runs(), out=tmp_path / "h.html").read_text("utf-8")
     for fig in figures(html).values():

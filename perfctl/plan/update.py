@@ -241,9 +241,14 @@ def _stored(
     if phase.comparison:
         return _pinned(store, doc, phase, before, after)
     for c in store.comparisons_of(before.sha):  # newest first
-        if _exact(c, before, after) and c.measured and covers(c, phase, whole=whole):
+        timed = _measure_of(c) == "time"  # a plan's figures and targets are wall time
+        if _exact(c, before, after) and c.measured and timed and covers(c, phase, whole=whole):
             return c
     return None
+
+
+def _measure_of(c: Comparison) -> str:
+    return str(c.settings.get("measure") or "time")
 
 
 def _exact(c: Comparison, before: RefInfo, after: RefInfo) -> bool:
@@ -283,6 +288,12 @@ def _pinned(
             f"{where}: pinned comparison {c.id} compares {c.base.short} → {c.head.short}, "
             f"not `{phase.before}` ({before.short}) → `{phase.after}` ({after.short})",
             "pin a comparison of the phase's before and after refs",
+        )
+    if _measure_of(c) != "time":
+        raise PlanError(
+            f"{where}: pinned comparison {c.id} measured {_measure_of(c)}, and a plan's "
+            "figures and targets are wall time",
+            "pin a comparison measured with --measure time (the default)",
         )
     return c
 

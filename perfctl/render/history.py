@@ -142,11 +142,18 @@ def change_flags(medians: Sequence[float]) -> list[bool]:
 
 
 def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
-    """One series per regime over ``runs`` (already in commit order), changes marked."""
+    """One time series per regime over ``runs`` (already in commit order), changes marked.
+
+    Counter results (``--measure instructions|memory``) are left out: a count on a
+    time axis would read as a huge slowdown, and a change point between the two kinds
+    would be invented.
+    """
     found: dict[str, list[tuple[int, int, tuple[float, float, float]]]] = {}
     families: dict[str, str] = {}
     for i, run in enumerate(runs):
         for res in run.results:
+            if res.unit != "s":  # counters (instructions, blocks) are not times: not on this axis
+                continue
             summary = run_summary(res)
             if summary is not None:
                 found.setdefault(res.name, []).append((i, len(res.processes), summary))
