@@ -514,15 +514,74 @@ def test_fake_two_regimes_share_the_commits_both_searches_visit(
     assert len(set(fake.calls)) == len(fake.calls)  # no pair measured twice
     assert fake.measured[0] == ("work", "also")  # the ends: both regimes at once
     # `also` is searched first; `work`'s search then reuses the commits it shares.
-    also_steps = {s.commit.sha for s in records[0].steps if s.kind == StepKind.STEP}
+    also_steps = {s.commit.sha: s for s in records[0].steps if s.kind == StepKind.STEP}
     shared = [s for s in records[1].steps if s.kind == StepKind.STEP and s.commit.sha in also_steps]
-    assert shared and all(s.comparisons for s in shared)
+    assert shared and all(s.seconds == 0 for s in shared)  # measured (and billed) once
+    assert all(s.comparisons == also_steps[s.commit.sha].comparisons for s in shared)
     assert len({r.group for r in records}) == 1 and records[0].id != records[1].id
     # A re-run of the same call finds both records and measures nothing.
     again, fake2 = _run_all(
         git_repo, line, work, monkeypatch, more={"also": also}, globs=("work", "also")
     )
     assert fake2.calls == [] and [r.culprit for r in again] == [r.culprit for r in records]
+
+
+def test_fake_a_call_with_another_selection_never_shrinks_this_one(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-r work -r also`, then `-r work` (which takes over work's record), then the first
+    again: both regimes are answered; every finished step is reused; the ends re-confirmed."""
+    work = {i: 3.0 for i in range(6, 10)}
+    more = {"also": {i: 3.0 for i in range(8, 10)}}
+    first, _ = _run_all(git_repo, line, work, monkeypatch, more=more, globs=("work", "also"))
+    _run_all(git_repo, line, work, monkeypatch, more=more, globs=("work",))
+    again, fake = _run_all(git_repo, line, work, monkeypatch, more=more, globs=("work", "also"))
+    assert [r.regime for r in again] == ["also", "work"]
+    assert [r.culprit for r in again] == [r.culprit for r in first]
+    assert fake.calls == [(0, 9)]
+
+
+def test_fake_verification_measures_anew_when_the_culprit_follows_good(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 3.0 for i in range(1, 10)}
+    record, fake = _run(git_repo, line, speed, monkeypatch, fresh=True)
+    assert record.culprit is not None and record.culprit.sha == line[1]
+    verify = record.of_kind(StepKind.VERIFY)[0]
+    step = next(s for s in record.of_kind(StepKind.STEP) if s.commit.sha == line[1])
+    assert (verify.base.sha, verify.commit.sha) == (line[0], line[1])
+    assert fake.calls.count((0, 1)) == 2 and not set(verify.comparisons) & set(step.comparisons)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"clock": "cpu", "pairing": "same-process"}, {"pairing": "same-process"}, None],
+)
+def test_fake_a_stored_comparison_is_reused_only_if_measured_alike(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch, settings: dict | None
+) -> None:
+    """CPU time or same-process pairs are not pooled into a wall-time bisection, and a
+    stored row without values (a regime that timed out there) is measured anew."""
+    from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
+
+    speed = {i: 3.0 for i in range(6, 10)}
+    earlier = FakeCompare(line, speed)(
+        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
+    )
+    if settings is None:  # alike, but the regime's row holds no values
+        earlier = replace(
+            earlier, regimes=tuple(replace(r, base_values=()) for r in earlier.regimes)
+        )
+    else:
+        earlier = replace(earlier, settings={**earlier.settings, **settings})
+    open_store(git_repo.path / ".perfctl").save_comparison(
+        replace(earlier, id="earlier", machine=fingerprint())
+    )
+    record, fake = _run(git_repo, line, speed, monkeypatch)
+    assert (0, 5) in fake.calls and record.culprit is not None and record.culprit.sha == line[6]
+    step = next(s for s in record.of_kind(StepKind.STEP) if s.commit.sha == line[5])
+    assert "earlier" not in step.comparisons
 
 
 def test_fake_unchanged_and_failing_regimes_get_their_own_outcome(

@@ -83,7 +83,7 @@ class _Bisector:
     """One regime's bisection: its record, and the steps measured so far."""
 
     def __init__(self, group: _Group, record: Bisection, prior: Bisection | None) -> None:
-        self.group, self.record = group, record
+        self.group, self.record, self.prior_record = group, record, prior
         self.prior = {(s.kind, s.base.sha, s.commit.sha): s for s in prior.steps} if prior else {}
 
     @property
@@ -197,9 +197,10 @@ class _Group:
         selection = {"regimes": sorted(globs), "family": settings.compare.family}
         self.id = group_id(line[0].sha, line[-1].sha, selection, settings.measure)
         found = [] if settings.fresh else load_group(config.state_dir, self.id)
-        self.prior = {b.regime: b for b in found}
+        self.prior = {b.regime: b for b in found}  # this call's records, by regime
         self.pairs = Pairs(config, settings.attempts, settings.fresh, say, settings.measure)
         self.open: list[str] = []  # regimes whose search has not finished, in order
+        self.names: list[str] = []  # every selected regime
 
     def open_names(self, name: str) -> list[str]:
         """The regimes a new comparison measures: ``name`` and every later open one."""
@@ -230,17 +231,32 @@ class _Group:
 
     def confirm(self) -> dict[str, Step]:
         """BAD vs GOOD for every selected regime (from the stored records when resumed)."""
-        if self.prior and all(b.of_kind(StepKind.CONFIRM) for b in self.prior.values()):
-            for name, b in self.prior.items():
-                self.say(f"confirm: {name} reused ({b.of_kind(StepKind.CONFIRM)[0].likeness})")
-            return {n: b.of_kind(StepKind.CONFIRM)[0] for n, b in self.prior.items()}
+        self.names = self.resumed_names()
+        if self.names:
+            for name in self.names:
+                step = self.prior[name].of_kind(StepKind.CONFIRM)[0]
+                self.say(f"confirm: {name} reused ({step.likeness})")
+            return {n: self.prior[n].of_kind(StepKind.CONFIRM)[0] for n in self.names}
         good, bad = self.line[0], self.line[-1]
-        names = self.selected(good, bad)
+        names = self.names = self.selected(good, bad)
         cs = self.settings.compare
         return {
             n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
             for i, n in enumerate(names)
         }
+
+    def resumed_names(self) -> list[str]:
+        """The regimes an earlier run of this call selected, when every one of them still
+        has its record of this call with a confirm step; else none (confirm again).
+
+        A record is per regime, so another call on the same ends may have taken one
+        over; then this call's selection is incomplete and must not shrink silently.
+        """
+        names = next((list(b.settings.get("names") or ()) for b in self.prior.values()), [])
+        complete = sorted(names) == sorted(self.prior) and all(
+            b.of_kind(StepKind.CONFIRM) for b in self.prior.values()
+        )
+        return sorted(names) if names and complete else []
 
     def selected(self, good: RefInfo, bad: RefInfo) -> list[str]:
         """The regimes the selection names, from a first comparison of the two ends.
@@ -249,7 +265,7 @@ class _Group:
         selection (an interrupted run of this call): a narrower one would hide regimes.
         """
         family = self.settings.compare.family
-        c = self.pairs.stored(good, bad)
+        c = self.pairs.stored(good, bad, self.settings.compare)
         asked = {"globs": list(self.globs), "family": family}
         if c is None or {k: c.settings.get(k) for k in asked} != asked:
             found = self.pairs.attempt(
@@ -257,19 +273,23 @@ class _Group:
             )
             assert not isinstance(found, str)  # a confirm attempt raises BuildError instead
             c = found
+        else:
+            self.say(f"reusing stored comparison {c.id} of {good.short} and {bad.short}")
         names = select_names(c.regimes, self.globs, family)
         self.pairs.seed(good, bad, c, names)
         return names
 
     def bisector(self, name: str, confirm: Step) -> _Bisector:
         """The regime's bisector, its record started with the confirm step."""
-        from perfctl.store.bisects import bisection_id
+        from perfctl.store.bisects import bisection_id, load_bisection
         from perfctl.store.local import utcnow
 
-        prior = self.prior.get(name)
         good, bad = self.line[0], self.line[-1]
+        bid = bisection_id(good.sha, bad.sha, name, self.settings.measure)
+        # The regime's own record, whichever call wrote it: its steps are reused.
+        prior = None if self.settings.fresh else load_bisection(self.config.state_dir, bid)
         record = Bisection(
-            id=bisection_id(good.sha, bad.sha, name, self.settings.measure),
+            id=bid,
             created=prior.created if prior else utcnow(),
             regime=name,
             good=good,
@@ -282,6 +302,7 @@ class _Group:
                 "measure": self.settings.measure,
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
+                "names": list(self.names),  # this call's selection, to resume it whole
             },
             group=self.id,
         )
@@ -298,8 +319,7 @@ class _Group:
             return record
         before = self.line[self.line.index(record.candidates[0]) - 1]
         after = record.candidates[-1]
-        prior = self.prior.get(record.regime)
-        done = prior.profile if prior else None
+        done = b.prior_record.profile if b.prior_record else None
         if done and not done.error and (done.before.sha, done.after.sha) == (before.sha, after.sha):
             b.record = replace(record, profile=done)  # resumed: profiled already
             b.save()
@@ -327,6 +347,8 @@ def profile_ends(
         d = profiling.profile_pair(config, regime, b, a, regimes=regimes)
     except PerfctlError as exc:
         return ProfileLink(before, after, error=exc.message)
+    except OSError as exc:  # the reports folder cannot be written, say: never fatal
+        return ProfileLink(before, after, error=f"{type(exc).__name__}: {exc}")
     moved = [f for f in d.diff.functions if f.change != "same"][:5]
     movers = tuple(
         f"{f.where}: self time per op {_signed_us(f.delta_self_per_op_s)} ({f.change})"

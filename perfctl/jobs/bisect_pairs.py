@@ -47,10 +47,10 @@ class Pair:
         seconds, self.unbilled = self.unbilled, 0.0
         return round(seconds, 2)
 
-    def add(self, c: Comparison, names: Sequence[str]) -> None:
-        """Keep the rows of ``names`` from one comparison."""
+    def add(self, c: Comparison, names: Sequence[str], measured_only: bool = False) -> None:
+        """Keep the rows of ``names`` from one comparison (``measured_only``: those with values)."""
         for r in c.regimes:
-            if r.name in names:
+            if r.name in names and (r.base_values or not measured_only):
                 self.rows.setdefault(r.name, []).append(r)
                 self.ids.setdefault(r.name, []).append(c.id)
 
@@ -63,7 +63,9 @@ class Pairs:
     ) -> None:
         self.config, self.attempts, self.fresh, self.say = config, attempts, fresh, say
         self.measure_kind = measure
-        self.pairs: dict[tuple[str, str], Pair] = {}
+        # Keyed by (verify?, base, commit): a verification measures anew with its own
+        # rounds, even when its pair is a search step's (the culprit right after GOOD).
+        self.pairs: dict[tuple[bool, str, str], Pair] = {}
 
     def step(
         self,
@@ -76,7 +78,7 @@ class Pairs:
         names: Sequence[str],
     ) -> Step:
         """``name``'s step for the pair: measured (with ``names``) until judged or out of attempts."""
-        pair = self.pair(base, commit, names)
+        pair = self.pair(base, commit, names, kind, cs)
         while not pair.broken and (
             name not in pair.rows
             or (
@@ -106,17 +108,28 @@ class Pairs:
 
     def seed(self, base: RefInfo, commit: RefInfo, c: Comparison, names: Sequence[str]) -> None:
         """Start the pair from a comparison already in hand."""
-        pair = self.pairs.setdefault((base.sha, commit.sha), Pair())
+        pair = self.pairs.setdefault(_key(StepKind.CONFIRM, base, commit), Pair())
         pair.add(c, names)
 
-    def pair(self, base: RefInfo, commit: RefInfo, names: Sequence[str]) -> Pair:
-        """The pair as measured so far (seeded from the store the first time)."""
-        key = (base.sha, commit.sha)
+    def pair(
+        self,
+        base: RefInfo,
+        commit: RefInfo,
+        names: Sequence[str],
+        kind: StepKind = StepKind.STEP,
+        cs: CompareSettings | None = None,
+    ) -> Pair:
+        """The pair as measured so far (seeded from the store the first time, but a
+        verification never: it asks for more rounds than any step measured)."""
+        key = _key(kind, base, commit)
         if key not in self.pairs:
             self.pairs[key] = Pair()
-            stored = self.stored(base, commit)
+            stored = None if kind == StepKind.VERIFY else self.stored(base, commit, cs)
             if stored is not None:
-                self.pairs[key].add(stored, names)
+                self.say(
+                    f"reusing stored comparison {stored.id} of {base.short} and {commit.short}"
+                )
+                self.pairs[key].add(stored, names, measured_only=True)
         return self.pairs[key]
 
     def attempt(
@@ -145,11 +158,14 @@ class Pairs:
             log = exc.message.partition("build log: ")[2]
             return f"does not build (build log: {log})" if log else f"does not build: {exc.message}"
         finally:  # billed to the pair, so the step that first uses it shows the time
-            key = (base.sha, commit.sha)
+            key = _key(kind, base, commit)
             self.pairs.setdefault(key, Pair()).unbilled += time.monotonic() - started
 
-    def stored(self, base: RefInfo, commit: RefInfo) -> Comparison | None:
-        """A stored comparison of exactly these commits, measured here the same way."""
+    def stored(
+        self, base: RefInfo, commit: RefInfo, cs: CompareSettings | None = None
+    ) -> Comparison | None:
+        """A stored comparison of exactly these commits, measured here the same way
+        (the same signal, clock and pairing as ``cs``)."""
         from perfctl.measure.machine import fingerprint
         from perfctl.store.local import open_store
 
@@ -162,10 +178,18 @@ class Pairs:
             return None  # recomputed or merged: its runs were not interleaved as one
         if c.settings.get("measure", "time") != self.measure_kind:
             return None  # another signal: instructions are no evidence about time
-        if c.machine.id != fingerprint().id or not any(r.base_values for r in c.regimes):
+        if cs is not None and (
+            c.settings.get("clock", "wall") != cs.schedule.clock
+            or c.settings.get("pairing", "process") != cs.schedule.pairing
+        ):
+            return None  # CPU time or same-process pairs cannot be pooled with these
+        if c.machine.id != fingerprint().id:
             return None
-        self.say(f"reusing stored comparison {c.id} of {base.short} and {commit.short}")
         return c
+
+
+def _key(kind: StepKind, base: RefInfo, commit: RefInfo) -> tuple[bool, str, str]:
+    return (kind == StepKind.VERIFY, base.sha, commit.sha)
 
 
 def _pool(rows: Sequence[RegimeComparison], cs: CompareSettings) -> RegimeComparison:

@@ -80,9 +80,10 @@ def _line(config: Config, b: Bisection) -> tuple[RefInfo, ...]:
     """GOOD..BAD's first-parent line from git; without it (commits gone), the measured
     commits by author date."""
     from perfctl.errors import PerfctlError
-    from perfctl.git.line import first_parent_line
 
     try:
+        from perfctl.git.line import first_parent_line  # GitMissing without git: fall back
+
         return first_parent_line(config.root, b.good.sha, b.bad.sha)
     except PerfctlError:
         seen = {s.commit.sha: s.commit for s in b.steps if s.commit.sha != b.bad.sha}
