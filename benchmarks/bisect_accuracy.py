@@ -14,9 +14,20 @@ commits it named and the wall time; then the correct-culprit rate.
     python benchmarks/bisect_accuracy.py --commits 16 --slowdown 0.5 --runs 1 \\
         --perfctl-args "--fast --min-time 0.01"               # a quick smoke run
 
-Run a CPU-bound competitor beside it to reproduce "under one competitor"
-(e.g. ``python -c 'while True: pass'``). Peers (``asv find``, ``git bisect run``
-over a pyperf script) are not driven yet.
+``--hog`` runs one CPU-bound competitor (``while True: pass``) for the whole
+benchmark, the issue's "under one competitor". ``--peers`` also runs, in each run and
+on the same repository, the two tools people use today:
+
+* ``git bisect run`` over a pyperf script: GOOD and BAD are timed once with
+  ``pyperf timeit --fast`` to set the threshold halfway between them (on a log scale,
+  as perfctl judges); each step builds a wheel (exit 125, ``git bisect skip``, when it
+  does not build), times ``toy.target()`` the same way and answers bad above the
+  threshold. This is the hand-rolled script the issue describes, given the generous
+  start of a threshold measured on the very ends.
+* ``asv find good..bad time_target`` with an asv suite equivalent to the regimes
+  (a virtualenv per commit, built by asv).
+
+Each peer's line says whether its answer is the culprit and its wall time.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -31,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _peers import git, load
+from _peers import asv_env, asv_machine, git, load, timed, tool, write_asv_conf
 
 PYPROJECT = """\
 [project]
@@ -127,6 +139,94 @@ def make_repo(root: Path, n: int, slowdown: float) -> tuple[list[str], dict[int,
     return shas, kinds
 
 
+ASV_BENCH = """\
+import toy
+
+
+def time_target():
+    toy.target()
+
+
+def time_other():
+    toy.other()
+"""
+
+# `git bisect run`'s step: build (or skip), time toy.target() with pyperf, compare.
+STEP = """\
+import json, os, subprocess, sys, tempfile
+
+def timed():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "t.json")
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        subprocess.run([sys.executable, "-m", "pyperf", "timeit", "--fast", "-q", "-o", out,
+                        "-s", "import toy", "toy.target()"], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        import pyperf
+        return pyperf.Benchmark.load(out).median()
+
+if sys.argv[1] == "measure":
+    print(timed())
+    sys.exit(0)
+with tempfile.TemporaryDirectory() as tmp:
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "--no-build-isolation", "-w", tmp, "."],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if built.returncode != 0:
+    sys.exit(125)  # git bisect skip
+sys.exit(1 if timed() > float(sys.argv[1]) else 0)
+"""
+
+
+def git_bisect_run(root: Path, work: Path) -> tuple[str | None, float, int]:
+    """``git bisect run`` over the pyperf script: (its first bad commit, wall, steps)."""
+    step = work / "bisect_step.py"
+    step.write_text(STEP)
+    started = time.monotonic()
+    ends = []
+    for ref in ("good", "bad"):
+        git(root, "checkout", "-q", ref)
+        ends.append(float(timed([sys.executable, str(step), "measure"], cwd=root).stdout))
+    threshold = math.sqrt(ends[0] * ends[1])
+    git(root, "checkout", "-q", "main")
+    git(root, "bisect", "start", "bad", "good")
+    try:
+        run = timed(["git", "bisect", "run", sys.executable, str(step), str(threshold)], cwd=root)
+        log = git(root, "bisect", "log")
+    finally:
+        git(root, "bisect", "reset")
+    found = None
+    for line in run.stdout.splitlines():
+        if line.endswith("is the first bad commit"):
+            found = line.split()[0]
+    # Each measured step is one "git bisect good|bad <sha>" line (skips built nothing).
+    steps = sum(1 for line in log.splitlines() if re.match(r"git bisect (good|bad) ", line))
+    return found, time.monotonic() - started, steps
+
+
+def asv_find(root: Path, work: Path) -> tuple[str | None, float]:
+    """``asv find good..bad time_target``: (the commit it names, wall)."""
+    bench = root / "benchmarks"
+    if not bench.exists():
+        bench.mkdir()
+        (bench / "__init__.py").write_text("")
+        (bench / "bench_toy.py").write_text(ASV_BENCH)
+        write_asv_conf(root, "toy")
+        with (root / ".git" / "info" / "exclude").open("a") as fh:
+            fh.write("benchmarks/\nasv.conf.json\n.asv/\n")
+        asv_machine(root, work / "home")
+    run = timed(
+        [tool("asv"), "find", "--machine", "bench", "good..bad", "time_target"],
+        cwd=root,
+        env=asv_env(work / "home"),
+    )
+    found = None
+    for line in run.stdout.splitlines():
+        if "Greatest regression found:" in line:
+            found = line.rsplit(":", 1)[1].split()[0]  # "8be9d58b <bad~6>"
+    return found, run.wall
+
+
 def bisect_once(root: Path, extra: list[str]) -> tuple[dict, float]:  # type: ignore[type-arg]
     """One fresh `perfctl bisect`: the target regime's JSON record and the wall time."""
     argv = [sys.executable, "-m", "perfctl", "bisect", "good", "bad", "--regime", "target"]
@@ -171,20 +271,45 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--perfctl-args", default="", help="extra `perfctl bisect` options")
     ap.add_argument("--workdir", type=Path, help="where to generate (default: a temp dir)")
+    ap.add_argument("--peers", action="store_true", help="also git bisect run and asv find")
+    ap.add_argument("--hog", action="store_true", help="one CPU-bound competitor throughout")
     args = ap.parse_args()
-    root = (args.workdir or Path(tempfile.mkdtemp(prefix="bisect-bench-"))) / "proj"
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bisect-bench-"))
+    root = work / "proj"
     shas, kinds = make_repo(root, args.commits, args.slowdown)
+    culprit = shas[next(i for i, k in kinds.items() if k == "culprit")]
     target = math.log2(args.commits) + 3
     print(
         f"# {root}: {args.commits} commits, culprit +{args.slowdown:.0%}, step target {target:.0f}"
+        + (", one CPU hog" if args.hog else "")
     )
-    right = 0
-    for _ in range(args.runs):
-        record, wall = bisect_once(root, shlex.split(args.perfctl_args))
-        line = summarize(record, shas, kinds, wall)
-        right += line["right"]
-        print(json.dumps(line), flush=True)
-    print(f"# right culprit in {right} of {args.runs} runs")
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
+    right = {"perfctl": 0, "git bisect run": 0, "asv find": 0}
+    try:
+        for _ in range(args.runs):
+            record, wall = bisect_once(root, shlex.split(args.perfctl_args))
+            line = summarize(record, shas, kinds, wall)
+            right["perfctl"] += line["right"]
+            print(json.dumps({"tool": "perfctl", **line}), flush=True)
+            if not args.peers:
+                continue
+            found, wall, steps = git_bisect_run(root, work)
+            ok = bool(found) and culprit.startswith(found or "-")
+            right["git bisect run"] += ok
+            print(json.dumps({"tool": "git bisect run", "right": ok, "found": found,
+                              "steps": steps, "wall_s": round(wall, 1), "load": load()}),
+                  flush=True)  # fmt: skip
+            found, wall = asv_find(root, work)
+            ok = bool(found) and culprit.startswith(found or "-")
+            right["asv find"] += ok
+            print(json.dumps({"tool": "asv find", "right": ok, "found": found,
+                              "wall_s": round(wall, 1), "load": load()}), flush=True)  # fmt: skip
+    finally:
+        if hog is not None:
+            hog.kill()
+    for tool_name, k in right.items():
+        if tool_name == "perfctl" or args.peers:
+            print(f"# {tool_name}: right culprit in {k} of {args.runs} runs")
 
 
 if __name__ == "__main__":
