@@ -651,3 +651,16 @@ def test_markdown_and_json_of_a_record_escape_commit_subjects(
     data = json.loads(render.format_bisect_json(record))
     assert data["outcome"] == "culprit" and data["culprit"]["subject"].startswith("<img")
     assert data["seconds"] == pytest.approx(record.seconds, abs=0.01)
+
+
+def test_a_skipped_commit_is_one_line_whatever_its_log_excerpt() -> None:
+    from perfctl.render.bisect import skipped_lines
+    from perfctl.stats.bisection import Bisection, Step
+
+    good, c1, bad = (RefInfo(x, x * 40, subject=f"{x}: s") for x in "abc")
+    reason = "head: toy/__init__.py:6:\nSyntaxError:  invalid syntax\n"
+    b = Bisection("b", "now", "work", good, bad, 2, Outcome.RANGE,
+                  (Step(StepKind.STEP, good, c1, S, reason=reason),))  # fmt: skip
+    assert skipped_lines(b) == [
+        "skipped: bbbbbbbbbb b: s: head: toy/__init__.py:6: SyntaxError: invalid syntax"
+    ]

@@ -123,7 +123,8 @@ def _legend(b: Bisection) -> list[str]:
 def skipped_lines(b: Bisection) -> list[str]:
     """One line per commit stepped over, with the reason."""
     return [
-        f"{s.likeness}: {s.commit.short} {s.commit.subject}: {s.reason or 'no clear answer'}"
+        f"{s.likeness}: {s.commit.short} {s.commit.subject}: "
+        + (" ".join(s.reason.split()) or "no clear answer")  # one line: a log excerpt
         for s in b.steps
         if s.kind == StepKind.STEP and s.likeness in ("skipped", "unknown")
     ]
