@@ -273,3 +273,21 @@ def test_credentials_are_cleaned_from_git_messages() -> None:
     assert branch_git.clean(said) == (
         "fatal: unable to access 'https://***@github.com/o/r.git/': 403"
     )
+
+
+def test_sync_waits_for_the_project_lock_only_as_long_as_asked(tmp_path: Path) -> None:
+    from perfctl.store.lock import project_lock
+
+    origin = _origin(tmp_path)
+    a = _runner(tmp_path, origin, "a")
+    _store_runs(a, 0, 1)
+    with project_lock(a.path / ".perfctl", what="a test"):
+        done = run_cli("sync", BRANCH, "--lock-wait", "0.5", cwd=a.path)
+    assert done.returncode == 3, done.stderr
+    assert "\nError: another perfctl process" in done.stderr
+    assert "gave up after 0.5 s" in done.stderr
+    branches = subprocess.run(
+        ["git", "--git-dir", str(origin), "branch", "--list", BRANCH],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert branches == ""  # nothing pushed while another process held the lock

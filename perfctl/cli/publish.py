@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfctl.cli.common import MANAGE, PUBLISH, ProjectOpt, emit, guarded
-from perfctl.cli.measure import GlobOpt, Measure, MeasureOpt, RegimesOpt, require_tools
+from perfctl.cli.measure import (
+    GlobOpt,
+    LockWaitOpt,
+    Measure,
+    MeasureOpt,
+    RegimesOpt,
+    require_tools,
+)
 from perfctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -320,6 +327,7 @@ def sync(
     pull_only: Annotated[
         bool, typer.Option("--pull-only", help="Only pull the branch's records; push nothing.")
     ] = False,
+    lock_wait: LockWaitOpt = 600.0,
     project: ProjectOpt = None,
 ) -> None:
     """Pull a history branch's runs and comparisons into the store, then push the new local ones.
@@ -331,7 +339,9 @@ def sync(
     from perfctl.config import load_config
     from perfctl.jobs import history
 
-    outcome = history.sync(load_config(project), branch, remote, not pull_only, _progress)
+    outcome = history.sync(
+        load_config(project), branch, remote, not pull_only, _progress, lock_wait=lock_wait
+    )
     for line in history.describe(outcome):
         _say(line)
 

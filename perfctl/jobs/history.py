@@ -70,12 +70,13 @@ def sync(
     remote: str = "origin",
     push: bool = True,
     progress: Callable[[str], None] | None = None,
+    lock_wait: float = 600.0,
 ) -> SyncOutcome:
     """Pull the branch's records into the store, then push the store's new ones to it."""
     branch_git.check_names(remote, branch)
     store = history_store(config)
     say = progress or (lambda _m: None)
-    with project_lock(config.state_dir, what="sync"):
+    with project_lock(config.state_dir, wait=lock_wait, what="sync"):
         say(f"fetching {remote}/{branch}")
         tip = branch_git.fetch(config.root, remote, branch)
         pulled = _pull(config.root, store, tip)
