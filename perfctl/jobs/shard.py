@@ -123,36 +123,9 @@ def _complete(marks: Sequence[Shard]) -> None:
 
 def _results(c: Comparison) -> dict[str, dict[str, RegimeResult]]:
     """The measured results a shard's rows were decided from."""
-    out: dict[str, dict[str, RegimeResult]] = {}
-    for r in c.regimes:
-        common: dict[str, Any] = dict(
-            name=r.name,
-            family=r.family,
-            description=r.description,
-            baseline=r.baseline,
-            unit=r.unit,  # counters keep their own test (Welch), not the time rule
-            clock=r.clock,
-        )
-        out[r.name] = {
-            "base": RegimeResult(
-                status=r.base_status,
-                processes=r.base_values,
-                order=r.base_order,
-                metrics=r.metrics_base,
-                reason=r.reason if r.base_status != "ok" else "",
-                **common,
-            ),
-            "head": RegimeResult(
-                status=r.head_status,
-                processes=r.head_values,
-                order=r.head_order,
-                metrics=r.metrics_head,
-                reason=r.reason if r.head_status != "ok" else "",
-                max_peak=r.max_peak,
-                **common,
-            ),
-        }
-    return out
+    from perfctl.stats import verdicts
+
+    return {r.name: verdicts.sides_of([r]) for r in c.regimes}
 
 
 def merge(shards: Sequence[Comparison], new_id: str, created: str) -> Comparison:

@@ -27,13 +27,11 @@ from typing import Any
 
 from perfctl.model import (
     FAILED,
-    OK,
     REGRESSED,
     SCHEMA_VERSION,
     SKIPPED,
     RefInfo,
     RegimeComparison,
-    RegimeResult,
     Verdict,
     check_schema,
     ref_from_dict,
@@ -165,19 +163,7 @@ def pooled(
         if r.verdict in (FAILED, SKIPPED):
             return r
     first = rows[0]
-    base = [p for r in rows for p in r.base_values]
-    head = [p for r in rows for p in r.head_values]
-    sides = {
-        side: RegimeResult(
-            name=first.name,
-            family=first.family,
-            status=OK,
-            processes=tuple(vals),
-            unit=first.unit,
-            clock=first.clock,
-        )
-        for side, vals in (("base", base), ("head", head))
-    }
+    sides = verdicts.sides_of(rows)
     (row,) = verdicts.decide_all(
         {first.name: sides}, threshold=threshold, alpha=alpha, pairing=pairing
     )

@@ -13,7 +13,7 @@ adjusted significance of a real change), so they are corrected among themselves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfctl.model import (
@@ -146,6 +146,44 @@ def _common(
         max_peak=h.max_peak,
         over_limit=over_limit(h),
     )
+
+
+def sides_of(rows: Sequence[RegimeComparison]) -> dict[str, RegimeResult]:
+    """The base and head results that rows of one regime were decided from, to decide again.
+
+    One row (a shard's, for ``merge``) or several of the same pair (a bisection step's
+    comparisons, pooled: their processes joined, the first row's metrics). Unit, clock
+    and head's ``max_peak`` travel with the values, so counters keep their own test,
+    and a limit is still checked.
+    """
+    first = rows[0]
+    common: dict[str, Any] = dict(
+        name=first.name,
+        family=first.family,
+        description=first.description,
+        baseline=first.baseline,
+        unit=first.unit,
+        clock=first.clock,
+    )
+    return {
+        "base": RegimeResult(
+            status=first.base_status,
+            processes=tuple(p for r in rows for p in r.base_values),
+            order=tuple(o for r in rows for o in r.base_order),
+            metrics=first.metrics_base,
+            reason=first.reason if first.base_status != OK else "",
+            **common,
+        ),
+        "head": RegimeResult(
+            status=first.head_status,
+            processes=tuple(p for r in rows for p in r.head_values),
+            order=tuple(o for r in rows for o in r.head_order),
+            metrics=first.metrics_head,
+            reason=first.reason if first.head_status != OK else "",
+            max_peak=first.max_peak,
+            **common,
+        ),
+    }
 
 
 PEAK = "peak_traced_bytes"  # the memory worker's figure a max_peak limit is checked on
