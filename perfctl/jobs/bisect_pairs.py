@@ -10,7 +10,6 @@ measure, measured as one interleaved comparison) seeds the pair.
 
 from __future__ import annotations
 
-import fnmatch
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from perfctl.model import (
     RefInfo,
     RegimeComparison,
 )
+from perfctl.regimes.discovery import glob_hits
 from perfctl.stats.bisection import Likeness, Step, StepKind, classify, pooled, verified
 
 Judge = Callable[[RegimeComparison], Likeness]
@@ -252,12 +252,7 @@ def select_names(
     rows = [r for r in rows if family is None or r.family == family]
     chosen: list[str] = []
     for g in globs or ("*",):
-        exact = [r.name for r in rows if g in (r.name, f"{r.family}.{r.name}")]
-        hits = exact or [
-            r.name
-            for r in rows
-            if fnmatch.fnmatchcase(r.name, g) or fnmatch.fnmatchcase(f"{r.family}.{r.name}", g)
-        ]
+        hits = [r.name for r in glob_hits(rows, g)]
         chosen.extend(h for h in hits if h not in chosen)
     if not chosen:
         raise UsageError(

@@ -194,6 +194,18 @@ class Named(Protocol):
 R = TypeVar("R", bound=Named)
 
 
+def glob_hits(regimes: Sequence[R], glob: str) -> list[R]:
+    """The regimes one ``--regime`` value names, by ``name`` or ``family.name``.
+
+    An exact name (which may contain ``[...]``) wins over reading it as a glob.
+    """
+    return [r for r in regimes if glob in (r.name, f"{r.family}.{r.name}")] or [
+        r
+        for r in regimes
+        if fnmatch.fnmatchcase(r.name, glob) or fnmatch.fnmatchcase(f"{r.family}.{r.name}", glob)
+    ]
+
+
 def select(regimes: Sequence[R], globs: Sequence[str], family: str | None = None) -> list[R]:
     """Filter by family and by name globs (each glob must match something)."""
     out = [r for r in regimes if family is None or r.family == family]
@@ -204,12 +216,7 @@ def select(regimes: Sequence[R], globs: Sequence[str], family: str | None = None
         return out
     chosen: list[R] = []
     for g in globs:
-        # An exact name (which may contain `[...]`) wins over reading it as a glob.
-        hits = [r for r in out if g in (r.name, f"{r.family}.{r.name}")] or [
-            r
-            for r in out
-            if fnmatch.fnmatchcase(r.name, g) or fnmatch.fnmatchcase(f"{r.family}.{r.name}", g)
-        ]
+        hits = glob_hits(out, g)
         if not hits:
             import difflib
 
