@@ -158,6 +158,18 @@ def _run_all(git_repo, shas, speed, monkeypatch, lucky=None, more=None, globs=("
     return records, fake
 
 
+def _store_earlier(git_repo: GitRepo, line: list[str], speed, alter=None) -> None:  # type: ignore[no-untyped-def]
+    """Store a comparison of GOOD and commit 5, measured here (``alter`` changes it first)."""
+    from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
+
+    earlier = FakeCompare(line, speed)(
+        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
+    )
+    earlier = replace(earlier, id="earlier", machine=fingerprint())
+    open_store(git_repo.path / ".perfctl").save_comparison(alter(earlier) if alter else earlier)
+
+
 def test_fake_culprit_with_a_build_failure_and_a_failing_regime(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -200,15 +212,8 @@ def test_fake_interrupted_bisection_resumes_its_finished_steps(
 def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from perfctl.measure.machine import fingerprint
-    from perfctl.store.local import open_store
-
     speed = {i: 3.0 for i in range(6, 10)}
-    earlier = FakeCompare(line, speed)(
-        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
-    )
-    store = open_store(git_repo.path / ".perfctl")
-    store.save_comparison(replace(earlier, id="earlier", machine=fingerprint()))
+    _store_earlier(git_repo, line, speed)
     record, fake = _run(git_repo, line, speed, monkeypatch)
     assert record.culprit is not None and record.culprit.sha == line[6]
     assert (0, 5) not in fake.calls
@@ -562,22 +567,14 @@ def test_fake_a_stored_comparison_is_reused_only_if_measured_alike(
 ) -> None:
     """CPU time or same-process pairs are not pooled into a wall-time bisection, and a
     stored row without values (a regime that timed out there) is measured anew."""
-    from perfctl.measure.machine import fingerprint
-    from perfctl.store.local import open_store
-
     speed = {i: 3.0 for i in range(6, 10)}
-    earlier = FakeCompare(line, speed)(
-        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
-    )
-    if settings is None:  # alike, but the regime's row holds no values
-        earlier = replace(
-            earlier, regimes=tuple(replace(r, base_values=()) for r in earlier.regimes)
-        )
-    else:
-        earlier = replace(earlier, settings={**earlier.settings, **settings})
-    open_store(git_repo.path / ".perfctl").save_comparison(
-        replace(earlier, id="earlier", machine=fingerprint())
-    )
+
+    def alter(c: Comparison) -> Comparison:
+        if settings is None:  # alike, but the regime's row holds no values
+            return replace(c, regimes=tuple(replace(r, base_values=()) for r in c.regimes))
+        return replace(c, settings={**c.settings, **settings})
+
+    _store_earlier(git_repo, line, speed, alter)
     record, fake = _run(git_repo, line, speed, monkeypatch)
     assert (0, 5) in fake.calls and record.culprit is not None and record.culprit.sha == line[6]
     step = next(s for s in record.of_kind(StepKind.STEP) if s.commit.sha == line[5])
@@ -614,15 +611,8 @@ def test_fake_every_regime_failing_at_the_ends_is_an_error(
 def test_fake_a_stored_comparison_of_another_measure_is_not_reused(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from perfctl.measure.machine import fingerprint
-    from perfctl.store.local import open_store
-
     speed = {i: 3.0 for i in range(6, 10)}
-    earlier = FakeCompare(line, speed)(
-        None, line[0], line[5], regimes=["work"], settings=COMPARE_FAST
-    )
-    store = open_store(git_repo.path / ".perfctl")
-    store.save_comparison(replace(earlier, id="earlier", machine=fingerprint()))
+    _store_earlier(git_repo, line, speed)
     memory = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, measure="memory"))
     fake = FakeCompare(line, speed)
     monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
