@@ -91,6 +91,10 @@ def compare_refs(
         if settings.confirm:
             comparison = _confirm(config, store, sides, files, comparison, settings, say, executor)
         comparison = with_limits(with_load(comparison, loads))
+        if settings.schedule.measure == "instructions":
+            from perfctl.jobs.instructions import link_diffs
+
+            comparison = link_diffs(config, comparison)
         for s in sides.values():
             store.finish_run(s.run.id, finished_status(store.load_run(s.run.id).results))
         store.save_comparison(comparison)
@@ -233,6 +237,11 @@ def _measure_regime(
             data = counters.measure_pair(
                 workers, info, settings.schedule, logs, Path(tmp), say_round
             )
+            if settings.schedule.measure == "instructions":
+                from perfctl.jobs import instructions
+
+                runs = {s: sides[s].run.id for s in SIDES}
+                instructions.keep_graphs(config, runs, name, info.ops, Path(tmp), data)
         elif paired:
             data = duo.measure_same_process(
                 workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor

@@ -13,9 +13,10 @@ paired nodes with their colour for the differential flame graphs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from perfctl.profile.hotspots import CallNode, call_tree, format_time, function_stats, signed_time
+from perfctl.profile.hotspots import CallNode, call_tree, format_time, function_stats
 from perfctl.profile.stacks import Frame, Stacks
 from perfctl.render import flame
 
@@ -250,15 +251,30 @@ def node_deltas(
     return tuple(out[:limit])
 
 
-def diff_boxes(node: PairNode, *, after_width: bool, band: float, scale: float) -> flame.Box:
-    """Flame boxes of the paired tree: width from after (or before), colour from self Δ."""
+def _signed(fmt: Callable[[float], str], value: float) -> str:
+    return ("+" if value > 0 else "") + fmt(value)
+
+
+def diff_boxes(
+    node: PairNode,
+    *,
+    after_width: bool,
+    band: float,
+    scale: float,
+    fmt: Callable[[float], str] = format_time,
+) -> flame.Box:
+    """Flame boxes of the paired tree: width from after (or before), colour from self Δ.
+
+    ``fmt`` writes a value per op (seconds by default; instructions for callgrind).
+    """
     tip = (
-        f"{node.frame.label}\ninclusive per op: {format_time(node.before_s)} → "
-        f"{format_time(node.after_s)}\nself per op: {format_time(node.before_self_s)} → "
-        f"{format_time(node.after_self_s)} ({signed_time(node.delta_self_s)})"
+        f"{node.frame.label}\ninclusive per op: {fmt(node.before_s)} → "
+        f"{fmt(node.after_s)}\nself per op: {fmt(node.before_self_s)} → "
+        f"{fmt(node.after_self_s)} ({_signed(fmt, node.delta_self_s)})"
     )
     kids = tuple(
-        diff_boxes(c, after_width=after_width, band=band, scale=scale) for c in node.children
+        diff_boxes(c, after_width=after_width, band=band, scale=scale, fmt=fmt)
+        for c in node.children
     )
     value = node.after_s if after_width else node.before_s
     return flame.Box(node.frame.label, value, tip, _colour(node, band, scale), kids)
@@ -277,21 +293,29 @@ def compare(
 
 
 def diff_svgs(
-    root: PairNode, *, band: float, title: str, before_per_op_s: float, after_per_op_s: float
+    root: PairNode,
+    *,
+    band: float,
+    title: str,
+    before_per_op_s: float,
+    after_per_op_s: float,
+    fmt: Callable[[float], str] = format_time,
+    what: str = "self time per op",
+    band_text: str = "within 1%",
 ) -> tuple[str, str]:
     """The differential flame graph (width from after) and its reverse (width from before)."""
     scale = max_delta(root)
-    colour = "colour: self time per op, red grew, blue shrank (grey: within 1%)"
+    colour = f"colour: {what}, red grew, blue shrank (grey: {band_text})"
     views = []
     for after_width in (True, False):
         per_op = after_per_op_s if after_width else before_per_op_s
         views.append(
             flame.render_svg(
-                diff_boxes(root, after_width=after_width, band=band, scale=scale),
+                diff_boxes(root, after_width=after_width, band=band, scale=scale, fmt=fmt),
                 title=title + ("" if after_width else " (reverse view)"),
                 subtitle=f"width: {'after' if after_width else 'before'} "
-                f"({format_time(per_op)}/op); before {format_time(before_per_op_s)}/op, "
-                f"after {format_time(after_per_op_s)}/op",
+                f"({fmt(per_op)}/op); before {fmt(before_per_op_s)}/op, "
+                f"after {fmt(after_per_op_s)}/op",
                 legend=colour + ("" if after_width else "; removed paths are visible here"),
             )
         )

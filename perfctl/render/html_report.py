@@ -38,6 +38,8 @@ FLAME_COLUMNS = (
     ("head_flamegraph", "head"),
     ("diff_flamegraph", "diff"),
     ("diff_flamegraph_reverse", "reverse diff"),
+    ("instructions_diff_flamegraph", "instructions diff"),
+    ("instructions_diff_flamegraph_reverse", "instructions reverse diff"),
 )
 
 
@@ -85,7 +87,10 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         if any(r.base_values or r.head_values for r in regimes):
             fig = charts.distribution_figure(fam, regimes, base_label, head_label)
             dists.append(add_chart(figures, ids.make("chart-dist", fam), fam, fig))
-    profiles = [_profile_view(r, project_root, html_dir, ids) for r in c.sorted_regimes()]
+    keys = {k for r in c.regimes for k in r.artifacts}
+    # Only the columns some regime has: py-spy's, callgrind's (--measure instructions), or both.
+    columns = tuple((k, h) for k, h in FLAME_COLUMNS if k in keys) or FLAME_COLUMNS[:4]
+    profiles = [_profile_view(r, project_root, html_dir, ids, columns) for r in c.sorted_regimes()]
     profiles = [p for p in profiles if p["artefacts"]]
     waterfalls, waterfall_kind = _waterfalls(c, profiles, figures, ids, (base_label, head_label))
     return {
@@ -107,7 +112,7 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         "waterfall_kind": waterfall_kind,
         "profiles": profiles,
         "profile_command": links.profile_command("REGIME", c),
-        "flame_columns": [heading for _, heading in FLAME_COLUMNS],
+        "flame_columns": [heading for _, heading in columns],
         "figures": figures,
     }
 
@@ -195,7 +200,13 @@ def _ratio_text(r: RegimeComparison) -> str:
 # ------------------------------------------------------- profile artefacts
 
 
-def _profile_view(r: RegimeComparison, root: Path, html_dir: Path, ids: IdMaker) -> dict[str, Any]:
+def _profile_view(
+    r: RegimeComparison,
+    root: Path,
+    html_dir: Path,
+    ids: IdMaker,
+    columns: tuple[tuple[str, str], ...] = FLAME_COLUMNS,
+) -> dict[str, Any]:
     keys = sorted(r.artifacts, key=lambda k: (_SIDE_RANK.get(k.split("_")[0], 3), k))
     artefacts = [_artefact(k, r.artifacts[k], root, html_dir) for k in keys]
     diff = next((a for a in artefacts if a["exists"] and a["key"] in _DIFF_KEYS), None)
@@ -209,8 +220,8 @@ def _profile_view(r: RegimeComparison, root: Path, html_dir: Path, ids: IdMaker)
         "name": r.name,
         "artefacts": artefacts,
         # One table row per regime: a cell per flame graph column, the rest as data files.
-        "flames": [by_key.get(key) for key, _ in FLAME_COLUMNS],
-        "files": [a for a in artefacts if a["key"] not in dict(FLAME_COLUMNS)],
+        "flames": [by_key.get(key) for key, _ in columns],
+        "files": [a for a in artefacts if a["key"] not in dict(columns)],
         "moved": moved,
     }
 
