@@ -320,6 +320,24 @@ def test_ci_end_to_end(git_repo: GitRepo, fake_github: FakeGitHub, tmp_path: Pat
     assert "blocks/op" in counted.stdout and "| work |" in counted.stdout, counted.stdout
     saved = json.loads((tmp_path / "mem" / "comparison.json").read_text())
     assert saved["settings"]["measure"] == "memory", saved["settings"]
+    # Two signals in one ci run: one comment, the signals side by side, each folded below.
+    both = run_cli(
+        "ci", "--measure", "memory,time", *fast, "--repo", REPO, "--pr", "7",
+        "--artifacts", str(tmp_path / "both"), cwd=git_repo.path, env=env,
+    )  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    (posted,) = fake_github.bodies(pr=7)
+    assert posted.startswith(f"{MARK}\n### ❌ 1 regression (time)\n") and posted.count(MARK) == 1
+    assert "| Regime | memory (±0.5%) | time (±2%) |" in posted
+    assert "work: regressed by time only (memory: no change)" in posted  # it keeps nothing
+    assert "<details><summary>memory: ➖ No significant change" in posted
+    assert "<details><summary>time: ❌ 1 regression</summary>" in posted
+    art = tmp_path / "both"
+    side = json.loads((art / "signals.json").read_text())
+    assert side["signals"] == ["memory", "time"]
+    assert side["regimes"][0]["verdicts"] == {"memory": "no change", "time": "regressed"}
+    assert json.loads((art / "comparison-time.json").read_text())["settings"]["measure"] == "time"
+    assert json.loads((art / "comparison.json").read_text())["settings"]["measure"] == "memory"
 
 
 # -- `perfctl init` --------------------------------------------------------------------------

@@ -274,7 +274,7 @@ def test_stderr_notes_are_not_wrapped_when_stderr_is_not_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from perfctl.cli.common import Format
-    from perfctl.cli.compare import show_comparison
+    from perfctl.cli.show import show_comparison
 
     long = " ".join(["the machine was busy (load average up to 4.2 on 2 CPUs);"] * 3)
     show_comparison(

@@ -213,8 +213,32 @@ def test_compare_instructions_regressed(repo: GitRepo) -> None:
     assert rows["work"]["unit"] == "instructions/op"
     assert len(rows["work"]["base_values"]) == 3
     assert 1.5 < rows["work"]["change"] + 1 < 2.2  # twice the squarings, more appends
+    # Where the instructions moved: each side's first process's call graph, N/2N subtracted.
+    work = rows["work"]
+    found = work["artifacts"]
+    assert {Path(found[k]).name for k in found} == {
+        "diff.svg",
+        "diff-reverse.svg",
+        "functions.json",
+    }
+    moved = json.loads(Path(found["instructions_functions"]).read_text())
+    # The graph sums to exactly that process's value: the same two callgrind runs.
+    assert moved["before_total"] == pytest.approx(work["base_values"][0][0], rel=1e-9)
+    assert moved["after_total"] == pytest.approx(work["head_values"][0][0], rel=1e-9)
+    top = moved["functions"][0]
+    assert top["after_self"] - top["before_self"] > 0.1 * (
+        moved["after_total"] - moved["before_total"]
+    )
+    assert "instructions per op" in Path(found["instructions_diff_flamegraph"]).read_text()
     table = run_cli("compare", "c1", "c2", "--from-store", cwd=repo.path)
     assert "instructions/op" in table.stdout
+    assert "Where the instructions moved in work" in table.stdout, table.stdout
+    assert f"+{top['after_self'] - top['before_self']:,.0f}  {top['function']}" in table.stdout
+    report = run_cli("report", "--output", str(repo.path / "r.html"), cwd=repo.path)
+    assert report.returncode == 0, report.stderr
+    page = (repo.path / "r.html").read_text()
+    head = page.split('id="flamegraph-table"', 1)[1].split("</thead>", 1)[0]
+    assert "<th>instructions diff</th>" in head and "<th>base</th>" not in head  # no py-spy ones
     # Recomputed without --measure: still judged with the counters' own 0.5% band.
     again = run_cli("compare", "c1", "c2", "--from-store", "--format", "json", cwd=repo.path)
     data = json.loads(again.stdout)
@@ -263,6 +287,36 @@ def test_compare_memory_detects_one_more_block_per_op(repo: GitRepo) -> None:
     assert "is over max_peak 64 kB (the regime's memory limit)" in gate.stdout + gate.stderr
     quiet = run_cli("compare", "c1", "c2", "--from-store", "--regime", "hoard", cwd=repo.path)
     assert quiet.returncode == 0, quiet.stderr
+
+
+@pytest.mark.slow
+def test_compare_several_signals_one_verdict_each(repo: GitRepo) -> None:
+    # Memory and time (no valgrind, so quick): each in its own processes and comparison.
+    proc = run_cli(
+        "compare", "c1", "c2", "--measure", "memory,time", "--fast", "--regime", "work",
+        "--format", "json", "--fail-on-regression", cwd=repo.path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr  # gated: work regressed
+    data = json.loads(proc.stdout)
+    assert data["kind"] == "perfctl-signals" and data["signals"] == ["memory", "time"]
+    memory, time = data["comparisons"]
+    assert (memory["settings"]["measure"], time["settings"]["measure"]) == ("memory", "time")
+    assert memory["settings"]["signals_group"] == time["settings"]["signals_group"]
+    assert memory["base_run"] != time["base_run"]  # measured apart: own runs, own processes
+    assert (memory["threshold"], time["threshold"]) == (0.005, 0.02)  # each its own band
+    (work,) = data["regimes"]
+    # One more kept object per call, and twice the squarings: both signals see it.
+    assert work["verdicts"] == {"memory": "regressed", "time": "regressed"}, work
+    assert work["flagged_by"] == ["memory", "time"] and work["note"] is None
+    # Both comparisons are stored: each can be reported and re-decided on its own.
+    again = run_cli("compare", "c1", "c2", "--from-store", "--comparison", memory["id"],
+                    "--format", "json", cwd=repo.path)  # fmt: skip
+    assert json.loads(again.stdout)["regimes"][0]["verdict"] == "regressed", again.stderr
+    bad = run_cli("compare", "c1", "c2", "--measure", "time,memory", "--from-store", cwd=repo.path)
+    assert bad.returncode == 2 and "Error: --from-store takes one signal at a time" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    typo = run_cli("compare", "c1", "c2", "--measure", "time,cycles", cwd=repo.path)
+    assert typo.returncode == 2 and "Hint: for example --measure time" in typo.stderr
 
 
 @pytest.mark.parametrize(

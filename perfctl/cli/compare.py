@@ -11,22 +11,20 @@ from perfctl.cli.common import (
     MEASURE,
     Format,
     ProjectOpt,
-    emit,
     err_console,
     guarded,
-    out_console,
 )
 from perfctl.cli.measure import (
     GlobOpt,
     LockWaitOpt,
-    Measure,
-    MeasureOpt,
     RegimesOpt,
     SubjectOpt,
     parse_subjects,
     require_tools,
 )
-from perfctl.errors import EXIT_REGRESSION, UsageError
+from perfctl.cli.show import exit_code, progress_line, show_comparison
+from perfctl.cli.signals import MeasuresOpt, parse_measures
+from perfctl.errors import UsageError
 from perfctl.jobs.shard import parse_shard
 from perfctl.model import Comparison
 
@@ -117,7 +115,7 @@ def compare_cmd(
             "single-threaded regimes that wait on nothing).",
         ),
     ] = Clock.wall,
-    measure: MeasureOpt = Measure.time,
+    measure: MeasuresOpt = "time",
     shard: Annotated[
         str | None,
         typer.Option(
@@ -174,37 +172,72 @@ def compare_cmd(
     """
 
     from perfctl.config import load_config
+    from perfctl.jobs import compare
+
+    signals = parse_measures(measure)
+    if not from_store:  # --from-store measures nothing
+        for m in signals:
+            require_tools(m)
+    config = load_config(project)
+    every = [
+        compare.settings_for(
+            config=config,
+            fast=fast,
+            rigorous=rigorous,
+            rounds=rounds,
+            max_rounds=max_rounds,
+            values=values,
+            min_time=min_time,
+            time_budget=time_budget,
+            threshold=threshold,
+            alpha=alpha,
+            order=order.value,
+            seed=seed,
+            pairing=pairing.value,
+            clock=clock.value,
+            measure=m.value,
+            shard=parse_shard(shard, shard_run) if shard else None,
+            confirm=confirm,
+            rebuild=rebuild,
+            regimes=tuple(regimes or ()),
+            regimes_from=regimes_from,
+            globs=tuple(regime or ()),
+            family=family,
+            subjects=parse_subjects(subject),
+            lock_wait=lock_wait,
+        )
+        for m in signals
+    ]
+    if len(every) > 1:
+        from perfctl.cli.signals import check_signals, compare_signals
+
+        check_signals(from_store=from_store, shard=shard, profile=profile is not None)
+        compare_signals(config, base, head, every, fmt, fail_on_regression)
+        return
+    c = _compare_one(
+        config, base, head, every[0], from_store=from_store, comparison=comparison,
+        mix_runs=mix_runs, shard=shard, profile=profile, regimes=tuple(regimes or ()),
+    )  # fmt: skip
+    show_comparison(c, fmt)
+    exit_code(c, fail_on_regression)
+
+
+def _compare_one(
+    config: Any,
+    base: str,
+    head: str,
+    settings: Any,
+    *,
+    from_store: bool,
+    comparison: str | None,
+    mix_runs: bool,
+    shard: str | None,
+    profile: ProfileWhich | None,
+    regimes: tuple[str, ...],
+) -> Comparison:
+    """One signal: measure (or re-decide from the store), then profile if asked."""
     from perfctl.jobs import annotate, compare
 
-    if not from_store:  # --from-store measures nothing
-        require_tools(measure)
-    config = load_config(project)
-    settings = compare.settings_for(
-        config=config,
-        fast=fast,
-        rigorous=rigorous,
-        rounds=rounds,
-        max_rounds=max_rounds,
-        values=values,
-        min_time=min_time,
-        time_budget=time_budget,
-        threshold=threshold,
-        alpha=alpha,
-        order=order.value,
-        seed=seed,
-        pairing=pairing.value,
-        clock=clock.value,
-        measure=measure.value,
-        shard=parse_shard(shard, shard_run) if shard else None,
-        confirm=confirm,
-        rebuild=rebuild,
-        regimes=tuple(regimes or ()),
-        regimes_from=regimes_from,
-        globs=tuple(regime or ()),
-        family=family,
-        subjects=parse_subjects(subject),
-        lock_wait=lock_wait,
-    )
     err = err_console()
     _check_from_store(from_store, shard=shard, comparison=comparison, mix_runs=mix_runs)
     if from_store:
@@ -220,14 +253,13 @@ def compare_cmd(
                 base,
                 head,
                 settings=settings,
-                progress=lambda m: _progress(err, status, m),
+                progress=lambda m: progress_line(err, status, m),
             )
     if profile is not None:
         c = annotate.profile_comparison(
-            config, c, profile.value, progress=err.print, regimes=tuple(regimes or ())
+            config, c, profile.value, progress=err.print, regimes=regimes
         )
-    show_comparison(c, fmt)
-    _exit_code(c, fail_on_regression)
+    return c
 
 
 def _check_from_store(
@@ -241,36 +273,6 @@ def _check_from_store(
             f"{'--comparison' if comparison else '--mix-runs'} needs --from-store",
             "add --from-store (it re-decides stored measurements)",
         )
-
-
-def show_comparison(c: Comparison, fmt: Format) -> None:
-    """Print a comparison in the chosen format (notes and warnings on stderr)."""
-
-    from perfctl.render import tables as render
-    from perfctl.render.notes import comparison_notes
-
-    err = err_console()
-    if fmt == Format.json:
-        emit(render.format_compare_json(c))
-    elif fmt == Format.markdown:
-        emit(render.format_compare_markdown(c))
-    else:
-        console = out_console()
-        console.print(render.format_compare_table(c))
-        metrics = render.format_metrics_table(c)
-        if metrics is not None:
-            console.print(metrics)
-        for line in comparison_notes(c):
-            console.print(render.esc(line))
-        err.print(
-            f"Verdicts: {render.verdict_test(c)}, Benjamini–Hochberg corrected "
-            f"across {_families(c)}; change CI must clear ±{c.threshold * 100:g}%."
-        )
-        for w in c.warnings:
-            err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
-        if c.recomputed_from:
-            err.print(f"recomputed from stored comparison {c.recomputed_from}; measured nothing")
-        err.print(f"stored as comparison {c.id}")
 
 
 @guarded
@@ -298,46 +300,7 @@ def merge_cmd(
 
     c = merge_inputs(load_config(project), inputs or [], shard_run)
     show_comparison(c, fmt)
-    _exit_code(c, fail_on_regression)
-
-
-def _families(c: Comparison) -> str:
-    """The BH families, as the footer names them (baselines are their own family)."""
-    named = {r.baseline for r in c.regimes if r.baseline}
-    refs = sum(r.name in named for r in c.regimes)
-    tested = len(c.regimes) - refs
-    if not refs:
-        return f"{tested} regimes"
-    return f"{tested} regimes ({refs} baseline regime(s) corrected as their own family)"
-
-
-def _progress(err: Any, status: Any, message: str) -> None:
-    """Spinner text for progress; lasting lines (a Notice) for what the user should know.
-
-    The spinner is not drawn when stderr is not a terminal, so a Notice is
-    printed in both modes.
-    """
-    from perfctl.model import Notice
-    from perfctl.render.tables import esc
-
-    status.update(esc(message))
-    if isinstance(message, Notice):
-        err.print(esc(message))
-
-
-def _exit_code(c: Comparison, fail_on_regression: bool) -> None:
-    from perfctl.errors import RegimeFailed
-    from perfctl.model import FAILED, REGRESSED
-
-    counts = c.counts()
-    if counts.get(FAILED):
-        failed = [r.name for r in c.regimes if r.verdict == FAILED]
-        raise RegimeFailed(
-            f"{len(failed)} regime(s) failed: {', '.join(failed)}",
-            "the table shows each failure's reason and log path",
-        )
-    if fail_on_regression and (counts.get(REGRESSED) or any(r.over_limit for r in c.regimes)):
-        raise typer.Exit(EXIT_REGRESSION)  # a regime over its max_peak fails the gate too
+    exit_code(c, fail_on_regression)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,11 +14,10 @@ from perfctl.cli.common import MANAGE, PUBLISH, ProjectOpt, emit, guarded
 from perfctl.cli.measure import (
     GlobOpt,
     LockWaitOpt,
-    Measure,
-    MeasureOpt,
     RegimesOpt,
     require_tools,
 )
+from perfctl.cli.signals import MeasuresOpt, parse_measures
 from perfctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -179,7 +178,7 @@ def ci_cmd(
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting.")
     ] = False,
-    measure: MeasureOpt = Measure.time,
+    measure: MeasuresOpt = "time",
     regimes: RegimesOpt = None,
     regime: GlobOpt = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
@@ -213,29 +212,39 @@ def ci_cmd(
     from perfctl.jobs.compare import settings_for
     from perfctl.jobs.shard import parse_shard
 
-    require_tools(measure)
+    signals = parse_measures(measure)
+    for m in signals:
+        require_tools(m)
+    if shard and len(signals) > 1:
+        raise UsageError(
+            "--shard takes one signal at a time (--measure names several)",
+            "shard one signal per job, e.g. --measure time --shard 1/2",
+        )
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
-    settings = settings_for(
-        config=config,
-        fast=fast,
-        rigorous=rigorous,
-        rounds=rounds,
-        max_rounds=max_rounds,
-        values=None,
-        min_time=None,
-        time_budget=time_budget,
-        threshold=threshold,
-        alpha=alpha,
-        order="abba",
-        seed=0,
-        confirm=confirm,
-        regimes=tuple(regimes or ()),
-        globs=tuple(regime or ()),
-        family=family,
-        shard=parse_shard(shard, shard_run) if shard else None,
-        measure=measure.value,
-    )
+    every = [
+        settings_for(
+            config=config,
+            fast=fast,
+            rigorous=rigorous,
+            rounds=rounds,
+            max_rounds=max_rounds,
+            values=None,
+            min_time=None,
+            time_budget=time_budget,
+            threshold=threshold,
+            alpha=alpha,
+            order="abba",
+            seed=0,
+            confirm=confirm,
+            regimes=tuple(regimes or ()),
+            globs=tuple(regime or ()),
+            family=family,
+            shard=parse_shard(shard, shard_run) if shard else None,
+            measure=m.value,
+        )
+        for m in signals
+    ]
     opts = CiOptions(
         base=base,
         head=head,
@@ -245,7 +254,8 @@ def ci_cmd(
         pr=pr,
         marker_id=marker_id,
         url_base=url_base,
-        settings=settings,
+        settings=every[0],
+        signals=tuple(every[1:]),
         history_branch=history_branch,
         history_remote=history_remote,
     )

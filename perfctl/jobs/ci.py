@@ -81,6 +81,8 @@ class CiOptions:
     url_base: str | None = None
     regimes: list[str] | None = None
     settings: Any = None  # perfctl.jobs.compare.CompareSettings
+    # More signals (--measure time,instructions): their settings, measured after `settings`.
+    signals: tuple[Any, ...] = ()
     history_branch: str | None = None  # pull before, push after (jobs/history.py)
     history_remote: str = "origin"
 
@@ -98,6 +100,7 @@ class CiOutcome:
     exit_code: int = EXIT_OK
     history: tuple[str, ...] = ()  # what the history branch sync did
     history_error: PerfctlError | None = None
+    comparisons: tuple[Comparison, ...] = ()  # every signal's (the first is ``comparison``)
 
 
 # -- GitHub Actions context -------------------------------------------------------
@@ -287,7 +290,8 @@ def run_ci(
     executor: Executor = PYPERF,
 ) -> CiOutcome:
     """Compare, write artefacts, post the comment, then decide the exit code."""
-    from perfctl.jobs.compare import compare_refs
+    from perfctl.jobs import signals
+    from perfctl.render.signals import signals_comment
 
     mark, url_base = marker(opts.marker_id), check_url_base(opts.url_base)  # fail early
     event, warning = read_event(env)
@@ -296,17 +300,15 @@ def run_ci(
     dest = artifacts_dir(opts.artifacts or config.root / DEFAULT_ARTIFACTS)
     base = opts.base or default_base(config.root, opts.head, ctx)
     history, _ = _sync_history(config, opts, progress, push=False)  # stored durations, reuse
-    c = compare_refs(
-        config, base, opts.head, regimes=opts.regimes, settings=opts.settings,
-        progress=progress, executor=executor,
-    )  # fmt: skip
+    every = [opts.settings, *opts.signals]
+    measured = signals.measure_all(config, base, opts.head, every, progress, opts.regimes, executor)
     ensure_output_dir(config.reports_dir, dest)
-    c = collect_profiles(c, config.root, dest)
-    body = render_comment(
-        c,
-        CommentOptions(marker_id=opts.marker_id, url_base=url_base, run_url=run_url(env)),
-    )
+    cs = tuple(collect_profiles(c, config.root, dest) for c in measured)
+    c = cs[0]
+    copts = CommentOptions(marker_id=opts.marker_id, url_base=url_base, run_url=run_url(env))
+    body = render_comment(c, copts) if len(cs) == 1 else signals_comment(cs, copts)
     files, report_notes = write_artifacts(c, body, dest, ctx)
+    files += signals.write_signals(cs, dest) if len(cs) > 1 else []
     notes += report_notes
     summary_note = append_step_summary(env, body)
     notes += [summary_note] if summary_note else []
@@ -315,16 +317,24 @@ def run_ci(
         # One shard of many: the fan-in job merges, comments once and gates.
         comment, error = None, None
         notes.append(f"shard {shard.label()}: `perfctl merge` in the fan-in job comments and gates")
-        code = gate_exit_code(c, False)
+        code = gate_all(cs, False)
     else:
         comment, error, why_not = _maybe_post(ctx, body, mark, env)
         notes += [why_not] if why_not else []
-        code = EXIT_FAILURE if error is not None else gate_exit_code(c, opts.fail_on_regression)
+        code = EXIT_FAILURE if error is not None else gate_all(cs, opts.fail_on_regression)
     pushed, history_error = _sync_history(config, opts, progress, push=True)
     if history_error is not None and code == EXIT_OK:
         code = EXIT_FAILURE  # asked to keep the history and could not; a verdict still wins
     outcome = CiOutcome(c, body, tuple(files), tuple(notes), comment, error, code)
-    return replace(outcome, history=(*history, *pushed), history_error=history_error)
+    return replace(
+        outcome, history=(*history, *pushed), history_error=history_error, comparisons=cs
+    )
+
+
+def gate_all(cs: tuple[Comparison, ...], fail_on_regression: bool) -> int:
+    """The worst of every signal's gate: 3 (a regime failed), then 1, then 0."""
+    codes = [gate_exit_code(c, fail_on_regression) for c in cs]
+    return EXIT_FAILURE if EXIT_FAILURE in codes else max(codes)
 
 
 def _sync_history(

@@ -1,0 +1,83 @@
+"""Several signals side by side: which signal flags a regime (pure logic; the
+end-to-end run is ``test_counters.py::test_compare_several_signals_one_verdict_each``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfctl.cli.measure import Measure
+from perfctl.cli.signals import parse_measures
+from perfctl.errors import UsageError
+from perfctl.model import (
+    IMPROVED,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSED,
+    Comparison,
+    Machine,
+    RefInfo,
+    RegimeComparison,
+    Verdict,
+)
+from perfctl.render.signals import signals_json, signals_markdown
+from perfctl.stats.signals import notes, side_by_side
+
+MACHINE = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+
+
+def _comparison(measure: str, verdicts: dict[str, Verdict], threshold: float) -> Comparison:
+    rows = tuple(
+        RegimeComparison(name, "fam", v, change=0.1 if v == REGRESSED else 0.0)
+        for name, v in verdicts.items()
+    )
+    return Comparison(
+        f"id-{measure}", "now", RefInfo("main", "1" * 40), RefInfo("pr", "2" * 40), MACHINE,
+        rows, settings={"measure": measure}, threshold=threshold,
+    )  # fmt: skip
+
+
+SIGNALS = (
+    _comparison("time", {"a": NO_CHANGE, "b": REGRESSED, "c": REGRESSED, "d": IMPROVED}, 0.02),
+    _comparison(
+        "instructions", {"a": NO_CHANGE, "b": REGRESSED, "c": NO_CHANGE, "d": REGRESSED}, 0.005
+    ),
+    _comparison("memory", {"b": REGRESSED, "c": INCONCLUSIVE, "e": REGRESSED}, 0.005),
+)
+
+
+def test_each_cell_is_its_own_signals_verdict() -> None:
+    rows = {r.name: r for r in side_by_side(SIGNALS)}
+    assert [c.measure for c in rows["b"].cells if c] == ["time", "instructions", "memory"]
+    assert rows["a"].cells[2] is None  # memory did not have regime a
+    assert rows["e"].cells[0] is None and rows["e"].cells[2].verdict == REGRESSED
+
+
+def test_a_regime_flagged_by_some_signals_says_which() -> None:
+    said = notes(side_by_side(SIGNALS))
+    assert said == [
+        "c: regressed by time only (instructions: no change, memory: inconclusive)",
+        "d: the signals disagree: time improved, instructions regressed",
+    ]  # a: nothing flagged; b: all agree; e: the only signal that has it flags it
+
+
+def test_json_and_markdown_carry_every_signal() -> None:
+    data = json.loads(signals_json(SIGNALS))
+    assert data["kind"] == "perfctl-signals" and data["schema"] == 1
+    assert data["signals"] == ["time", "instructions", "memory"]
+    by = {r["regime"]: r for r in data["regimes"]}
+    assert by["c"]["flagged_by"] == ["time"] and by["c"]["verdicts"]["memory"] == "inconclusive"
+    assert [c["id"] for c in data["comparisons"]] == ["id-time", "id-instructions", "id-memory"]
+    md = signals_markdown(SIGNALS)
+    assert "| Regime | time (±2%) | instructions (±0.5%) | memory (±0.5%) |" in md
+    assert "| b | +10.0% regressed | +10.0% regressed | +10.0% regressed |" in md
+    assert "| a | +0.0% no change | +0.0% no change | — |" in md
+
+
+def test_measure_lists_are_parsed_strictly() -> None:
+    assert parse_measures("time") == (Measure.time,)
+    assert parse_measures(" time, instructions,time") == (Measure.time, Measure.instructions)
+    for bad in ("", "time,cycles", ","):
+        with pytest.raises(UsageError, match="--measure takes"):
+            parse_measures(bad)
