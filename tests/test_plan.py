@@ -780,6 +780,25 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
     assert (again.returncode, again.stderr) == (0, "PLAN.md is up to date\n")
     assert (git_repo.path / "PLAN.md").read_bytes() == first
     assert update(cli, git_repo, "--check").returncode == 0
+    assert "Blocks/op" not in first.decode()
+    # --signals memory: a memory comparison of each phase's commits, shown beside the time.
+    counted = update(cli, git_repo, "--signals", "memory")
+    assert counted.returncode == 0, counted.stderr
+    assert "phase 1: measuring phase-0 → phase-1" in counted.stderr
+    text = (git_repo.path / "PLAN.md").read_text("utf-8")
+    phase = _block(text, "phase-1")
+    assert "| Target | Verdict | Blocks/op (±0.5%) |" in phase, phase
+    # sum(range(N)) keeps nothing: exactly zero blocks per op on both sides.
+    assert "| `toy_sum` |" in phase and "| +0.0% no change |" in phase
+    stored = [
+        json.loads(p.read_text("utf-8"))
+        for p in (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
+    ]
+    assert sorted(c["settings"]["measure"] for c in stored) == ["memory"] * 2 + ["time"] * 2
+    # Stored counter comparisons are shown whether or not --signals is given again.
+    assert update(cli, git_repo, "--check").returncode == 0
+    bad = update(cli, git_repo, "--signals", "cycles")
+    assert bad.returncode == 2 and "Error: --signals takes" in bad.stderr
 
 
 # --- which stored comparison a phase uses (#12.3) ------------------------------------------
@@ -831,8 +850,11 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     assert out.returncode == 0, out.stderr
     text = (git_repo.path / "PLAN.md").read_text("utf-8")
     phase = _block(text, "phase-1")
-    assert "regressed" not in phase and "| `toy_steady` |" in phase and "improved" in phase
-    assert f"> Warning: {BUSY}" in phase
+    assert "| `toy_steady` |" in phase and "improved" in phase and f"> Warning: {BUSY}" in phase
+    # The instructions comparison of the same commits is shown beside, never judged.
+    assert "| Target | Verdict | Instructions/op (±2%) |" in phase
+    rows = [ln.split(" | ") for ln in phase.splitlines() if ln.startswith("| `")]
+    assert rows and all(r[5] != "regressed" and r[6] == "+30.0% regressed |" for r in rows)
     baseline = _block(text, "baseline")
     assert "| `toy_echo[size=4096]` |" in baseline and f"> Warning: {BUSY}" in baseline
     # A phase key pins a comparison, a recomputation included.

@@ -71,6 +71,14 @@ def update_cmd(
         typer.Option("--rigorous", help="Measure missing phases with compare's --rigorous preset."),
     ] = False,
     regimes: RegimesOpt = None,
+    signals: Annotated[
+        str | None,
+        typer.Option(
+            "--signals",
+            help="Counters to show beside wall time in each phase's table: instructions, "
+            "memory or both, comma-separated; measured where none is stored (never judged).",
+        ),
+    ] = None,
     project: ProjectOpt = None,
 ) -> None:
     """Regenerate the plan's blocks (tracker, baseline, results, metrics, log); prose stays.
@@ -84,9 +92,14 @@ def update_cmd(
     config = load_config(project)
     files = tuple(regimes or ())
     settings = settings_for(config=config, fast=fast, rigorous=rigorous, regimes=files)
+    counters = [
+        settings_for(config=config, fast=fast, rigorous=rigorous, regimes=files, measure=m)
+        for m in _counters(signals, measure and not check)
+    ]
     result = update_plan(
-        config, path, measure=measure, check=check, settings=settings, progress=_say
-    )
+        config, path, measure=measure, check=check, settings=settings, progress=_say,
+        signals=counters,
+    )  # fmt: skip
     for warning in result.warnings:
         _say(f"Warning: {warning}")
     if check:
@@ -96,6 +109,20 @@ def update_cmd(
         _say(f"updated {path}: " + ", ".join(result.changed))
     else:
         _say(f"{path} is up to date")
+
+
+def _counters(signals: str | None, measuring: bool) -> list[str]:
+    """The counter signals --signals names (time is always there: targets are wall time)."""
+    from perfctl.cli.measure import require_tools
+    from perfctl.cli.signals import parse_measures
+
+    if signals is None:
+        return []
+    chosen = [m for m in parse_measures(signals, "--signals") if m.value != "time"]
+    if measuring:
+        for m in chosen:
+            require_tools(m)
+    return [m.value for m in chosen]
 
 
 def _report_check(path: Path, changed: tuple[str, ...], pending: tuple[str, ...]) -> None:

@@ -24,16 +24,17 @@ MeasuresOpt = Annotated[
 ]
 
 
-def parse_measures(text: str) -> tuple[Measure, ...]:
+def parse_measures(text: str, flag: str = "--measure") -> tuple[Measure, ...]:
     """``time,instructions`` -> (Measure.time, Measure.instructions): known, each once."""
     asked = [p.strip() for p in text.split(",") if p.strip()]
     known = {m.value: m for m in Measure}
     unknown = [p for p in asked if p not in known]
     if unknown or not asked:
         raise UsageError(
-            f"--measure takes {', '.join(known)} or several of them, comma-separated "
-            f"(got {text!r})",
-            "for example --measure time or --measure time,instructions",
+            f"{flag} takes {', '.join(known)} or several of them, comma-separated (got {text!r})",
+            f"for example {flag} time or {flag} time,instructions"
+            if flag == "--measure"
+            else f"for example {flag} instructions or {flag} instructions,memory",
         )
     return tuple(known[p] for p in dict.fromkeys(asked))
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from perfctl.model import Comparison, SideStats
 from perfctl.plan.document import DIGESTS, Block, lines_of
+from perfctl.plan.signals import cell as signals_cell
+from perfctl.plan.signals import heading
 from perfctl.plan.spec import Check, CheckState, PlanSpec, change_text
 from perfctl.plan.state import PhaseState, Row
 from perfctl.render.escape import escape_plain, md_escape, md_name
@@ -78,23 +80,31 @@ def baseline_lines(spec: PlanSpec, state: PhaseState | None) -> list[str]:
     return out
 
 
-def _row(r: Row) -> str:
+def _row(r: Row, signals: Sequence[Comparison] = ()) -> str:
     rc = r.rc
     base = rc.base.median_s if rc and rc.base else None
     head = rc.head.median_s if rc and rc.head else None
     change = change_text(rc.change) if rc and rc.change is not None else "—"
     target = "; ".join(c.cell() for c in r.checks) or "—"
     verdict = md_escape(rc.verdict or "—") if rc else "not measured"
-    return f"| {md_name(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
+    beside = "".join(f" {signals_cell(c, r.name)} |" for c in signals)
+    return (
+        f"| {md_name(r.name)} | {_us(base)} | {_us(head)} | {change} | {target} | {verdict} |"
+        + beside
+    )
 
 
 def result_table(state: PhaseState) -> list[str]:
-    """The before/after table of one phase (its digest decides the update log)."""
+    """The before/after table of one phase (its digest decides the update log).
+
+    Counter comparisons of the same commits add a column each, after the verdict.
+    """
+    extra = "".join(f" {heading(c)} |" for c in state.signals)
     out = [
-        "| Regime | Before | After | Change | Target | Verdict |",
-        "| --- | ---: | ---: | ---: | --- | --- |",
+        "| Regime | Before | After | Change | Target | Verdict |" + extra,
+        "| --- | ---: | ---: | ---: | --- | --- |" + " ---: |" * len(state.signals),
     ]
-    return out + [_row(r) for r in state.rows]
+    return out + [_row(r, state.signals) for r in state.rows]
 
 
 def _tally(state: PhaseState) -> str:

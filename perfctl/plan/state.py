@@ -29,3 +29,5 @@ class PhaseState:
     comparison: Comparison | None
     rows: tuple[Row, ...]
     note: str = ""  # why there are no results, when there are none
+    # Counter comparisons of the same commits, shown beside the time (plan/signals.py).
+    signals: tuple[Comparison, ...] = ()

@@ -20,6 +20,7 @@ from perfctl.model import Comparison, RefInfo, RegimeComparison
 from perfctl.plan import blocks
 from perfctl.plan import document as plandoc
 from perfctl.plan.document import PlanDoc
+from perfctl.plan.signals import exact, lacking_signals, shas, stored_signals
 from perfctl.plan.spec import (
     IN_PROGRESS,
     PLANNED,
@@ -163,8 +164,13 @@ def update_plan(
     settings: CompareSettings | None = None,
     progress: Progress | None = None,
     executor: Executor = PYPERF,
+    signals: Sequence[CompareSettings] = (),
 ) -> UpdateResult:
-    """Regenerate the blocks of a plan (measuring phases with no stored comparison)."""
+    """Regenerate the blocks of a plan (measuring phases with no stored comparison).
+
+    ``signals``: settings of counter signals (instructions, memory) to show beside the
+    time, measured for phases that have none stored of their commits.
+    """
     check_output_file(path, "the plan")  # it is rewritten in place: never through a link
     if settings is not None and settings.regimes:
         from perfctl.regimes.discovery import regime_files
@@ -181,11 +187,18 @@ def update_plan(
         for p in spec.phases
     }
     missing = tuple(p.id for p in spec.phases if p.status != PLANNED and found[p.id] is None)
+    say = progress or (lambda _m: None)
     if measure and not check:
         for pid in missing:
-            say = progress or (lambda _m: None)
             found[pid] = _measure(config, spec, pid, settings, say, executor)
-    states = [_state(p, *refs[p.id], found[p.id]) for p in spec.phases]
+    beside = {p.id: stored_signals(store.comparisons_of(*shas(refs[p.id])), *refs[p.id])
+              for p in spec.phases}  # fmt: skip
+    lacking = lacking_signals(spec, refs, beside, signals)
+    if measure and not check:
+        for pid, s in lacking:
+            beside[pid] += (_measure(config, spec, pid, s, say, executor),)
+    missing += tuple(dict.fromkeys(pid for pid, _ in lacking if pid not in missing))
+    states = [_state(p, *refs[p.id], found[p.id], beside[p.id]) for p in spec.phases]
     contents = _contents(spec, doc, states)
     changed = tuple(
         b.name for b in doc.blocks() if "".join(ln + b.eol for ln in contents[b.name]) != b.inner
@@ -242,19 +255,13 @@ def _stored(
         return _pinned(store, doc, phase, before, after)
     for c in store.comparisons_of(before.sha):  # newest first
         timed = _measure_of(c) == "time"  # a plan's figures and targets are wall time
-        if _exact(c, before, after) and c.measured and timed and covers(c, phase, whole=whole):
+        if exact(c, before, after) and c.measured and timed and covers(c, phase, whole=whole):
             return c
     return None
 
 
 def _measure_of(c: Comparison) -> str:
     return str(c.settings.get("measure") or "time")
-
-
-def _exact(c: Comparison, before: RefInfo, after: RefInfo) -> bool:
-    return (c.base.sha, c.head.sha) == (before.sha, after.sha) and not (
-        c.base.dirty or c.head.dirty
-    )
 
 
 def covers(c: Comparison, phase: Phase, *, whole: bool = False) -> bool:
@@ -340,7 +347,11 @@ def _status(phase: Phase, after: RefInfo | None, comparison: Comparison | None) 
 
 
 def _state(
-    phase: Phase, before: RefInfo | None, after: RefInfo | None, comparison: Comparison | None
+    phase: Phase,
+    before: RefInfo | None,
+    after: RefInfo | None,
+    comparison: Comparison | None,
+    signals: tuple[Comparison, ...] = (),
 ) -> PhaseState:
     note = ""
     if phase.status == PLANNED:
@@ -358,6 +369,7 @@ def _state(
         comparison,
         phase_rows(phase, comparison),
         note,
+        signals if comparison is not None else (),
     )
 
 
