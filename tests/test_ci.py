@@ -338,6 +338,18 @@ def test_ci_end_to_end(git_repo: GitRepo, fake_github: FakeGitHub, tmp_path: Pat
     assert side["regimes"][0]["verdicts"] == {"memory": "no change", "time": "regressed"}
     assert json.loads((art / "comparison-time.json").read_text())["settings"]["measure"] == "time"
     assert json.loads((art / "comparison.json").read_text())["settings"]["measure"] == "memory"
+    assert "memory: ➖ No significant change; time: ❌ 1 regression · artefacts" in both.stderr
+    # The fork path: the trusted workflow renders signals.json itself, schema-checked.
+    dry = run_cli("comment", "--comparison-file", str(art / "signals.json"), "--dry-run",
+                  cwd=tmp_path)  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "| Regime | memory (±0.5%) | time (±2%) |" in dry.stdout
+    assert "<details><summary>time: ❌ 1 regression</summary>" in dry.stdout
+    side["comparisons"] *= 2  # four comparisons: not something ci writes
+    (tmp_path / "odd.json").write_text(json.dumps(side))
+    odd = run_cli("comment", "--comparison-file", str(tmp_path / "odd.json"), "--dry-run",
+                  cwd=tmp_path)  # fmt: skip
+    assert odd.returncode == 2 and "holds 1 to 3 comparisons" in odd.stderr, odd.stderr
 
 
 # -- `perfctl init` --------------------------------------------------------------------------

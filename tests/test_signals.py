@@ -81,3 +81,19 @@ def test_measure_lists_are_parsed_strictly() -> None:
     for bad in ("", "time,cycles", ","):
         with pytest.raises(UsageError, match="--measure takes"):
             parse_measures(bad)
+
+
+def test_a_big_signals_comment_fits_githubs_limit() -> None:
+    from perfctl.render.comment import CommentOptions, github_length
+    from perfctl.render.signals import signals_comment
+
+    names = {f"regime_{i:04d}_{'x' * 120}": REGRESSED for i in range(600)}
+    steady = {n: NO_CHANGE for n in names}
+    big = (_comparison("time", names, 0.02), _comparison("memory", steady, 0.005))
+    body = signals_comment(big, CommentOptions())
+    assert github_length(body) <= CommentOptions().budget
+    assert body.count("<!-- perfctl") == 1 and "more rows omitted" in body
+    small = signals_comment(SIGNALS, CommentOptions())
+    table = small.split("<details>", 1)[0]
+    assert "more rows omitted" not in table and "| a |" not in table  # unchanged everywhere
+    assert "| c |" in table and "_1 regimes changed in no signal._" in table

@@ -211,7 +211,10 @@ def compare_cmd(
     if len(every) > 1:
         from perfctl.cli.signals import check_signals, compare_signals
 
-        check_signals(from_store=from_store, shard=shard, profile=profile is not None)
+        stored = bool(comparison or mix_runs)
+        check_signals(
+            from_store=from_store, shard=shard, profile=profile is not None, stored=stored
+        )
         compare_signals(config, base, head, every, fmt, fail_on_regression)
         return
     c = _compare_one(

@@ -277,7 +277,14 @@ def _finish(outcome: CiOutcome) -> None:
     emit(outcome.body)
     for note in outcome.notes:
         _say(f"Warning: {note}")
-    _say(f"{headline(outcome.comparison)} · artefacts: " + ", ".join(str(p) for p in outcome.files))
+    every = outcome.comparisons or (outcome.comparison,)
+    if len(every) == 1:
+        told = headline(outcome.comparison)
+    else:  # several signals: each one's headline, so a regression in any is seen
+        from perfctl.stats.signals import measure_of
+
+        told = "; ".join(f"{measure_of(c)}: {headline(c)}" for c in every)
+    _say(f"{told} · artefacts: " + ", ".join(str(p) for p in outcome.files))
     if outcome.comment is not None:
         ctx = outcome.comment
         _say(f"Comment {ctx.action}{': ' + ctx.url if ctx.url else ''}")
@@ -287,7 +294,7 @@ def _finish(outcome: CiOutcome) -> None:
         _say(line)
     if outcome.history_error is not None:
         print_error(outcome.history_error)
-    failed = [r.name for r in outcome.comparison.regimes if r.verdict == FAILED]
+    failed = list(dict.fromkeys(r.name for c in every for r in c.regimes if r.verdict == FAILED))
     if failed:
         _say(f"Error: {len(failed)} regime(s) failed: {', '.join(failed)}")
         _say("Hint: comparison.md and report.html show each failure's reason")

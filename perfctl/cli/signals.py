@@ -39,9 +39,13 @@ def parse_measures(text: str, flag: str = "--measure") -> tuple[Measure, ...]:
     return tuple(known[p] for p in dict.fromkeys(asked))
 
 
-def check_signals(*, from_store: bool, shard: str | None, profile: bool) -> None:
-    """Flags that take one signal at a time."""
-    for flag, given in (("--from-store", from_store), ("--shard", shard), ("--profile", profile)):
+def check_signals(*, from_store: bool, shard: str | None, profile: bool, stored: bool) -> None:
+    """Flags that take one signal at a time (``stored``: --comparison or --mix-runs)."""
+    for flag, given in (
+        ("--from-store", from_store or stored),
+        ("--shard", shard),
+        ("--profile", profile),
+    ):
         if given:
             raise UsageError(
                 f"{flag} takes one signal at a time (--measure names several)",
@@ -72,14 +76,14 @@ def compare_signals(
 def show_signals(cs: tuple[Comparison, ...], fmt: Format) -> None:
     """Each signal's own output, then the signals side by side and who flags what."""
     from perfctl.render import signals as render
-    from perfctl.render.tables import esc, format_compare_markdown
+    from perfctl.render.tables import esc, format_compare_markdown, md_escape
     from perfctl.stats.signals import measure_of, notes, side_by_side
 
     if fmt == Format.json:
         emit(render.signals_json(cs))
         return
     if fmt == Format.markdown:
-        parts = [f"### {measure_of(c)}\n\n{format_compare_markdown(c)}" for c in cs]
+        parts = [f"### {md_escape(measure_of(c))}\n\n{format_compare_markdown(c)}" for c in cs]
         emit("\n".join([*parts, "### signals side by side\n", render.signals_markdown(cs)]))
         return
     console = out_console()

@@ -19,18 +19,24 @@ def comment_body(
 ) -> tuple[str, bool]:
     """The body for a stored comparison or a comparison.json, and whether it changed."""
     from perfctl.render.comment import CommentOptions, check_url_base, has_changes, render_comment
-    from perfctl.store.schema import read_comparison_file
+    from perfctl.store.schema import read_comparisons_file
 
     base_url = check_url_base(url_base)
     if comparison_file is not None:
-        c, root, report = read_comparison_file(comparison_file), None, "report.html"
+        # comparison.json, or ci's signals.json of several signals (--measure a,b)
+        cs, root, report = read_comparisons_file(comparison_file), None, "report.html"
     else:
         c, root = stored_comparison(project, comparison_id)
-        report = f"comparison-{c.id}.html"  # what `perfctl report` writes there
+        cs, report = (c,), f"comparison-{c.id}.html"  # what `perfctl report` writes there
     opts = CommentOptions(
         marker_id=marker_id, url_base=base_url, artifact_root=root, report_name=report
     )
-    return render_comment(c, opts), has_changes(c)
+    changed = any(has_changes(c) for c in cs)
+    if len(cs) > 1:
+        from perfctl.render.signals import signals_comment
+
+        return signals_comment(cs, opts), changed
+    return render_comment(cs[0], opts), changed
 
 
 def stored_comparison(project: Path | None, comparison_id: str | None) -> tuple[Comparison, Path]:

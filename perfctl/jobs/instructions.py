@@ -62,11 +62,11 @@ def keep_graphs(
         except (OSError, ValueError):
             continue  # the value stands; only the per-function view is missing
         meta = {"regime": regime, "run": run_id, "loops": d.loops, "ops": ops}
-        callgrind.save(
-            callgrind.loop_graph(small, big, d.loops * ops),
-            graph_path(config, run_id, regime),
-            meta,
-        )
+        graph = callgrind.loop_graph(small, big, d.loops * ops)
+        try:
+            callgrind.save(graph, graph_path(config, run_id, regime), meta)
+        except OSError:
+            continue  # a full disk costs the view, never the measurement (saved next)
 
 
 def _label(c: Comparison, side: str) -> str:

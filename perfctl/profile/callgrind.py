@@ -13,11 +13,15 @@ worktrees. Callgrind sees machine code: a pure-Python function shows as the
 interpreter's C functions it runs (``_PyEval_EvalFrameDefault``,
 ``lookdict_unicode``...), a C extension's functions by name.
 
-Callgrind records caller→callee edges, not whole stacks. :func:`to_stacks`
-rebuilds stacks for a flame graph by sharing each node's inclusive cost among
-its callees in proportion to the edges (as gprof-style tools do): exact for a
-function called from one place, an estimate where a callee has several callers.
-Saved as versioned JSON (``graph.json``, schema 1), checked on load.
+Names keep callgrind's recursion levels (``f'2`` is ``f`` called while ``f`` is
+already running), so an edge into ``f`` carries the exact inclusive cost of its
+outermost activation; :meth:`Graph.functions` merges the levels for the
+per-function self counts, which are exact. Callgrind records caller→callee
+edges, not whole stacks: :func:`to_stacks` rebuilds stacks for a flame graph by
+collapsing what is left of cycles into one node each (as gprof does) and sharing
+each node's inclusive cost among its callees in proportion to the edges: exact
+for a function called from one place, an estimate where a callee has several
+callers. Saved as versioned JSON (``graph.json``, schema 1), checked on load.
 """
 
 from __future__ import annotations
@@ -41,11 +45,12 @@ MIN_SHARE = 1e-4
 MAX_DEPTH = 128
 # Callgrind names a recursive call's deeper levels ``fn'2``, ``fn'3``: one function.
 _RECURSION = re.compile(r"'\d+$")
+_COMPRESSED = re.compile(r"\((\d+)\)(?:\s+(.*))?", re.S)
 
 
 @dataclass(frozen=True)
 class Graph:
-    """Self cost per function and inclusive cost per call edge (instructions)."""
+    """Self cost per function (recursion levels apart) and inclusive cost per call edge."""
 
     self_cost: Mapping[Frame, float] = field(default_factory=dict)
     calls: Mapping[tuple[Frame, Frame], float] = field(default_factory=dict)
@@ -55,15 +60,17 @@ class Graph:
         """Every instruction counted (the sum of the self costs)."""
         return sum(self.self_cost.values())
 
-    def inclusive(self) -> dict[Frame, float]:
-        """Self plus callees, a function's calls of itself not counted twice."""
+    def functions(self) -> dict[Frame, float]:
+        """Exact self cost per function, its recursion levels merged."""
         out: dict[Frame, float] = defaultdict(float)
         for fn, cost in self.self_cost.items():
-            out[fn] += cost
-        for (caller, callee), cost in self.calls.items():
-            if caller != callee:
-                out[caller] += cost
+            out[function_of(fn)] += cost
         return dict(out)
+
+
+def function_of(frame: Frame) -> Frame:
+    """The function of a recursion level: ``f'2`` -> ``f``."""
+    return Frame(_RECURSION.sub("", frame.name), frame.file)
 
 
 class _Names:
@@ -74,14 +81,14 @@ class _Names:
 
     def read(self, text: str) -> str:
         text = text.strip()
-        if text.startswith("("):
-            ident, _, name = text.partition(")")
-            name = name.strip()
-            if name:
-                self.seen[ident] = name
-                return name
-            return self.seen.get(ident, ident + ")")
-        return text
+        m = _COMPRESSED.fullmatch(text)
+        if m is None:
+            return text  # not compressed (--compress-strings=no), e.g. "(anonymous namespace)::f"
+        ident, name = m.groups()
+        if name:
+            self.seen[ident] = name
+            return name
+        return self.seen.get(ident, f"({ident})")
 
 
 def _cost(line: str, positions: int) -> float:
@@ -110,9 +117,9 @@ def parse(text: str) -> Graph:
         elif eq and key in ("fl", "fi", "fe", "cfi", "cfl"):
             files.read(value)  # files are not part of a function's identity here
         elif eq and key == "fn":
-            fn, callee_obj = Frame(_RECURSION.sub("", fns.read(value)), obj), obj
+            fn, callee_obj = Frame(fns.read(value), obj), obj
         elif eq and key == "cfn":
-            callee = Frame(_RECURSION.sub("", fns.read(value)), callee_obj)
+            callee = Frame(fns.read(value), callee_obj)
         elif eq and key == "calls":
             in_call = True
         elif eq and key in ("jump", "jcnd"):
@@ -132,11 +139,16 @@ def read(path: Path) -> Graph:
 
 
 def loop_graph(small: Graph, big: Graph, per: float) -> Graph:
-    """``(big - small) / per``: the extra loops' graph per op (residues below 0 dropped)."""
+    """``(big - small) / per``: the extra loops' graph per op.
+
+    Signed: a function the N-loop process ran a few instructions more of (a
+    branch of teardown) keeps its small negative residue, so the self costs still
+    sum to the value exactly; only :func:`to_stacks` leaves negatives out.
+    """
 
     def minus(b: Mapping[Any, float], s: Mapping[Any, float]) -> dict[Any, float]:
-        out = {k: (v - s.get(k, 0.0)) / per for k, v in b.items()}
-        return {k: v for k, v in out.items() if v > 0}
+        out = {k: (b.get(k, 0.0) - s.get(k, 0.0)) / per for k in set(b) | set(s)}
+        return {k: v for k, v in out.items() if v}
 
     return Graph(minus(big.self_cost, small.self_cost), minus(big.calls, small.calls))
 
@@ -183,32 +195,98 @@ def load(path: Path) -> Graph:
     return from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def _callees(graph: Graph) -> dict[Frame, list[tuple[Frame, float]]]:
-    out: dict[Frame, list[tuple[Frame, float]]] = defaultdict(list)
-    for (caller, callee), cost in sorted(graph.calls.items()):
-        if caller != callee:
-            out[caller].append((callee, cost))
-    return out
+def _sccs(nodes: list[Frame], out: Mapping[Frame, list[Frame]]) -> list[list[Frame]]:
+    """Strongly connected components (Tarjan, iterative: call chains run deep)."""
+    index: dict[Frame, int] = {}
+    low: dict[Frame, int] = {}
+    stack: list[Frame] = []
+    on: set[Frame] = set()
+    found: list[list[Frame]] = []
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on.add(v)
+            kids = out.get(v, [])
+            if i < len(kids):
+                work.append((v, i + 1))
+                w = kids[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                found.append(comp)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return found
 
 
-def to_stacks(graph: Graph, min_share: float = MIN_SHARE) -> Stacks:
-    """Stacks (root first) weighted in instructions, shared out along the call edges."""
-    incl = graph.inclusive()
-    callees = _callees(graph)
-    called = {callee for (caller, callee) in graph.calls if caller != callee}
+def _cycle_frame(members: list[Frame]) -> Frame:
+    names = sorted({function_of(m).name for m in members})
+    files = {m.file for m in members}
+    return Frame(" / ".join(names) + " (cycle)", files.pop() if len(files) == 1 else "")
+
+
+def acyclic(graph: Graph) -> tuple[dict[Frame, float], dict[tuple[Frame, Frame], float]]:
+    """Self costs and edges with negatives left out and every cycle one node (gprof's way)."""
+    self_cost = {f: c for f, c in graph.self_cost.items() if c > 0}
+    edges = {k: c for k, c in graph.calls.items() if c > 0 and k[0] != k[1]}
+    out: dict[Frame, list[Frame]] = defaultdict(list)
+    for a, b in sorted(edges):
+        out[a].append(b)
+    nodes = sorted(set(self_cost) | {f for e in edges for f in e})
+    node_of = {m: (_cycle_frame(c) if len(c) > 1 else m) for c in _sccs(nodes, out) for m in c}
+    merged_self: dict[Frame, float] = defaultdict(float)
+    for f, c in self_cost.items():
+        merged_self[node_of[f]] += c
+    merged_edges: dict[tuple[Frame, Frame], float] = defaultdict(float)
+    for (a, b), c in edges.items():
+        if node_of[a] != node_of[b]:
+            merged_edges[(node_of[a], node_of[b])] += c
+    return dict(merged_self), dict(merged_edges)
+
+
+def to_stacks(graph: Graph, floor: float | None = None) -> Stacks:
+    """Stacks (root first) weighted in instructions, shared out along the call edges.
+
+    ``floor``: branches under it fold into their caller (default: ``MIN_SHARE`` of the
+    total; give two graphs the same floor so they fold alike).
+    """
+    self_cost, edges = acyclic(graph)
+    callees: dict[Frame, list[tuple[Frame, float]]] = defaultdict(list)
+    for (caller, callee), cost in sorted(edges.items()):
+        callees[caller].append((callee, cost))
+    incl = {f: self_cost.get(f, 0.0) + sum(c for _, c in callees.get(f, ())) for f in
+            set(self_cost) | set(callees) | {b for _, b in edges}}  # fmt: skip
+    called = {callee for (_, callee) in edges}
     roots = sorted(f for f in incl if f not in called and incl[f] > 0)
-    floor = min_share * graph.total
+    cut = MIN_SHARE * sum(self_cost.values()) if floor is None else floor
     out: dict[Stack, float] = defaultdict(float)
     todo: list[tuple[Frame, float, Stack]] = [(r, incl[r], ()) for r in roots]
     while todo:
         fn, weight, path = todo.pop()
-        stack = (*path, fn)
+        stack = (*path, function_of(fn))
         share = weight / incl[fn] if incl.get(fn) else 0.0
-        own = graph.self_cost.get(fn, 0.0) * share
+        own = self_cost.get(fn, 0.0) * share
         for callee, cost in callees.get(fn, ()):
             w = cost * share
-            if w < floor or callee in stack or len(stack) >= MAX_DEPTH or not incl.get(callee):
-                own += w  # too small, recursive or too deep: counted where it was called
+            if w < cut or len(stack) >= MAX_DEPTH or not incl.get(callee):
+                own += w  # too small or too deep: counted where it was called
             else:
                 todo.append((callee, w, stack))
         if own > 0:

@@ -102,8 +102,9 @@ def format_moves(d: InstructionsDiff, limit: int = 5) -> list[str]:
     shown = [m for m in d.functions if m.delta_self][:limit]
     if not shown:
         return ["no function's self instructions per op changed"]
-    width = max(len(f"{m.delta_self:+,.0f}") for m in shown)
+    deltas = [("+" if m.delta_self > 0 else "-") + count(abs(m.delta_self)) for m in shown]
+    width = max(len(d) for d in deltas)
     return [
-        f"{m.delta_self:+{width},.0f}  {m.label}  ({count(m.before_self)} → {count(m.after_self)})"
-        for m in shown
+        f"{d:>{width}}  {m.label}  ({count(m.before_self)} → {count(m.after_self)})"
+        for d, m in zip(deltas, shown, strict=True)
     ]

@@ -23,20 +23,31 @@ from pathlib import Path
 from perfctl.profile import callgrind, stackdiff
 from perfctl.profile.hotspots import call_tree, function_stats
 from perfctl.profile.instruction_records import FunctionMove, InstructionsDiff, count, to_dict
+from perfctl.profile.stacks import Stacks
 
 BAND = 0.001  # colour a flame box only when its self count moved by 0.1% of the total
 FILES = {"flame": "diff.svg", "reverse": "diff-reverse.svg", "functions": "functions.json"}
 
 
+def both_stacks(before: callgrind.Graph, after: callgrind.Graph) -> tuple[Stacks, Stacks]:
+    """Both sides' rebuilt stacks, small branches folded at one floor (so they fold alike)."""
+    floor = callgrind.MIN_SHARE * max(before.total, after.total)
+    return callgrind.to_stacks(before, floor), callgrind.to_stacks(after, floor)
+
+
 def moves(before: callgrind.Graph, after: callgrind.Graph, limit: int = 25) -> list[FunctionMove]:
-    """The ``limit`` functions whose self instructions per op moved most."""
-    b_incl = function_stats(callgrind.to_stacks(before))
-    a_incl = function_stats(callgrind.to_stacks(after))
+    """The ``limit`` functions whose self instructions per op moved most.
+
+    Self counts are callgrind's own (exact); inclusive ones come from the rebuilt stacks.
+    """
+    b_stacks, a_stacks = both_stacks(before, after)
+    b_incl, a_incl = function_stats(b_stacks), function_stats(a_stacks)
+    b_self, a_self = before.functions(), after.functions()
     out = []
-    for f in set(before.self_cost) | set(after.self_cost):
-        bs, as_ = before.self_cost.get(f, 0.0), after.self_cost.get(f, 0.0)
-        bi = b_incl[f].inclusive_s if f in b_incl else bs
-        ai = a_incl[f].inclusive_s if f in a_incl else as_
+    for f in set(b_self) | set(a_self):
+        bs, as_ = b_self.get(f, 0.0), a_self.get(f, 0.0)
+        bi = b_incl[f].inclusive_s if f in b_incl else 0.0
+        ai = a_incl[f].inclusive_s if f in a_incl else 0.0
         out.append(FunctionMove(f.name, f.file, bs, as_, max(bi, bs), max(ai, as_)))
     out.sort(key=lambda m: (-abs(m.delta_self), m.function, m.object))
     return out[:limit]
@@ -60,9 +71,8 @@ def write_diff(
         after.total,
         tuple(moves(before, after)),
     )
-    root = stackdiff.pair(
-        call_tree(callgrind.to_stacks(before)), call_tree(callgrind.to_stacks(after)), 1.0, 1.0
-    )
+    b_stacks, a_stacks = both_stacks(before, after)
+    root = stackdiff.pair(call_tree(b_stacks), call_tree(a_stacks), 1.0, 1.0)
     flame, reverse = stackdiff.diff_svgs(
         root,
         band=BAND * max(d.before_total, d.after_total),

@@ -104,7 +104,7 @@ def comparison_context(c: Comparison, project_root: Path, html_dir: Path) -> dic
         "settings": _settings(c),
         "counts": [{"verdict": v, "slug": slug(v), "n": n} for v, n in c.counts().items()],
         "warnings": list(c.warnings),
-        "notes": notes.comparison_notes(c),
+        "notes": notes.comparison_notes(c, root=project_root),
         "rows": [_row(r, ids) for r in c.sorted_regimes()],
         "bars": bars,
         "distributions": dists,

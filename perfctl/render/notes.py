@@ -8,6 +8,7 @@ source, :func:`perfctl.stats.decision.summarize`.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from perfctl.model import OK, Comparison, Run
 from perfctl.stats.crossover import Crossover, Point, crossovers
@@ -78,25 +79,27 @@ def sm_clock_notes(named: Iterable[tuple[str, dict[str, float]]]) -> list[str]:
     return out
 
 
-def comparison_notes(c: Comparison, *, paths: bool = False) -> list[str]:
-    """Lines to print under a comparison's table (``paths``: name artefact files too)."""
+def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = None) -> list[str]:
+    """Lines to print under a comparison's table (``paths``: name artefact files too;
+    ``root``: what relative artefact paths are relative to, e.g. a CI artefacts folder)."""
     lines = [f"Crossover: {x.sentence()}" for x in comparison_crossovers(c)]
     note = clock_note((r.name, r.clock) for r in c.regimes)
     sides = [(f"{r.name} ({side})", m) for r in c.regimes
              for side, m in (("base", r.metrics_base), ("head", r.metrics_head))]  # fmt: skip
     return (
-        lines + ([note] if note else []) + sm_clock_notes(sides) + instruction_notes(c, paths=paths)
+        lines
+        + ([note] if note else [])
+        + sm_clock_notes(sides)
+        + instruction_notes(c, paths=paths, root=root)
     )
 
 
-def instruction_notes(c: Comparison, *, paths: bool = False) -> list[str]:
+def instruction_notes(c: Comparison, *, paths: bool = False, root: Path | None = None) -> list[str]:
     """Where the instructions moved in each regime whose instruction count changed.
 
     Read from the diff `--measure instructions` linked to the comparison; ``paths``
     adds where its flame graph is (the terminal; a comment links artefacts apart).
     """
-    from pathlib import Path
-
     from perfctl.model import IMPROVED, REGRESSED
     from perfctl.profile.instruction_records import format_moves, load_diff
 
@@ -105,11 +108,12 @@ def instruction_notes(c: Comparison, *, paths: bool = False) -> list[str]:
         found = r.artifacts.get("instructions_functions")
         if not found or r.verdict not in (IMPROVED, REGRESSED):
             continue
+        where_file = Path(found) if Path(found).is_absolute() or root is None else root / found
         try:
-            d = load_diff(Path(found))
+            d = load_diff(where_file)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # moved or damaged: the verdict stands without the view
-        where = f"; flame graph: {Path(found).with_name('diff.svg')}" if paths else ""
+        where = f"; flame graph: {where_file.with_name('diff.svg')}" if paths else ""
         out.append(
             f"Where the instructions moved in {r.name} (self instructions/op, "
             f"{d.before_total:,.0f} → {d.after_total:,.0f} in all{where}):"

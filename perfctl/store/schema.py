@@ -262,8 +262,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def load_comparison_json(path: Path, limit: int = MAX_FILE_BYTES) -> dict[str, Any]:
-    """Read, size-check, parse and validate a comparison file; SchemaError names the field."""
+def _read_json(path: Path, limit: int) -> Any:
     try:
         with open(path, "rb") as fh:
             raw = fh.read(limit + 1)  # never more: /dev/zero or a huge file stop here
@@ -274,13 +273,18 @@ def load_comparison_json(path: Path, limit: int = MAX_FILE_BYTES) -> dict[str, A
             f"{path} is larger than {limit // 2**20} MiB", "is it really a comparison.json?"
         )
     try:
-        data = parse_json(raw)
+        return parse_json(raw)
     except RecursionError as exc:
         raise SchemaError(f"{path}: nested too deeply", "not a perfctl comparison") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise SchemaError(
             f"{path} is not valid JSON ({exc})", "pass the comparison.json written by `perfctl ci`"
         ) from exc
+
+
+def load_comparison_json(path: Path, limit: int = MAX_FILE_BYTES) -> dict[str, Any]:
+    """Read, size-check, parse and validate a comparison file; SchemaError names the field."""
+    data = _read_json(path, limit)
     try:
         validate_comparison_dict(data)
     except SchemaError as exc:
@@ -304,3 +308,39 @@ def read_comparison_file(path: Path) -> Comparison:
             f"{path} is not a perfctl comparison ({type(exc).__name__})",
             "pass the comparison.json written by `perfctl ci`",
         ) from exc
+
+
+SIGNALS_KIND = "perfctl-signals"  # `compare`/`ci --measure a,b`: render/signals.py
+MAX_SIGNALS = 3
+
+
+def read_comparisons_file(path: Path) -> tuple[Comparison, ...]:
+    """One comparison (comparison.json) or several signals' (signals.json), schema-checked.
+
+    Hostile input, as :func:`read_comparison_file`: a signals file holds at most one
+    comparison per signal, each validated as a comparison.json is.
+    """
+    from perfctl.model import comparison_from_dict
+
+    data = _read_json(path, MAX_FILE_BYTES * MAX_SIGNALS)
+    if not (isinstance(data, dict) and data.get("kind") == SIGNALS_KIND):
+        return (read_comparison_file(path),)
+    items = data.get("comparisons")
+    if data.get("schema") != 1 or not isinstance(items, list) or not 1 <= len(items) <= MAX_SIGNALS:
+        raise SchemaError(
+            f"{path}: a {SIGNALS_KIND} file of schema 1 holds 1 to {MAX_SIGNALS} comparisons",
+            "pass the signals.json written by `perfctl ci --measure a,b`",
+        )
+    out = []
+    for i, item in enumerate(items):
+        try:
+            validate_comparison_dict(item)
+            out.append(comparison_from_dict(item))
+        except SchemaError as exc:
+            raise SchemaError(f"{path}: comparisons[{i}]: {exc.message}", exc.hint) from exc
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UsageError(
+                f"{path}: comparisons[{i}] is not a perfctl comparison ({type(exc).__name__})",
+                "pass the signals.json written by `perfctl ci --measure a,b`",
+            ) from exc
+    return tuple(out)

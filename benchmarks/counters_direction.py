@@ -1,0 +1,101 @@
+"""Do instruction counts move the way wall time does? The demo's four phases, both signals.
+
+    python benchmarks/counters_direction.py [--fast] [--phases 1,2,3,4]
+
+Writes the bundled demo project (minibridge, the history `perfctl demo` uses) into a
+temporary git repository and runs, for each phase, the real CLI:
+
+    perfctl compare phase-(i-1) phase-i --measure time,instructions --format json
+
+so both signals of a phase are measured in one run, each in its own processes.
+For every regime whose wall time changed (verdict improved or regressed) it checks
+whether the instruction count moved the same way (the sign of the change), and
+whether the instructions verdict flagged it too. Regimes whose time did not change
+are listed with their instruction change for reference (an IPC regime's count can
+move while its time does not, and the reverse: callgrind does not follow the child
+process, see the README's "What counters cannot see").
+
+Prints a markdown table and a summary line; the figures in benchmarks/README.md
+come from it. Nothing here is asserted: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from perfctl.jobs.demo import write_project
+
+FLAGS = ("improved", "regressed")
+
+
+def _compare(root: Path, before: str, after: str, fast: bool) -> tuple[dict, float]:
+    cmd = [sys.executable, "-m", "perfctl", "compare", before, after,
+           "--measure", "time,instructions", "--format", "json"]  # fmt: skip
+    cmd += ["--fast"] if fast else []
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - t0
+    if proc.returncode not in (0, 1):
+        sys.exit(f"compare {before} {after} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout), seconds
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:+.1f}%"
+
+
+def _sign(x: float | None) -> int:
+    return 0 if not x else (1 if x > 0 else -1)
+
+
+def main() -> None:
+    """Measure each chosen phase with both signals and tabulate the directions."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--fast", action="store_true", help="compare's --fast preset for time")
+    p.add_argument("--phases", default="1,2,3,4", help="which phases (1-4)")
+    args = p.parse_args()
+    phases = [int(x) for x in args.phases.split(",")]
+    load0 = os.getloadavg()[0]
+    rows, changed, same_way, flagged, total_s = [], 0, 0, 0, 0.0
+    with tempfile.TemporaryDirectory(prefix="perfctl-direction-") as tmp:
+        root = Path(tmp) / "minibridge"
+        write_project(root, lambda _m: None)
+        for i in phases:
+            data, seconds = _compare(root, f"phase-{i - 1}", f"phase-{i}", args.fast)
+            total_s += seconds
+            for r in data["regimes"]:
+                v, c = r["verdicts"], r["changes"]
+                t_v, i_v = v.get("time"), v.get("instructions")
+                agree = ""
+                if t_v in FLAGS:
+                    changed += 1
+                    ok = _sign(c.get("time")) == _sign(c.get("instructions"))
+                    same_way += ok
+                    flagged += i_v == t_v
+                    agree = "yes" if ok else "**no**"
+                rows.append(
+                    f"| {i} | {r['regime']} | {_pct(c.get('time'))} {t_v} | "
+                    f"{_pct(c.get('instructions'))} {i_v} | {agree} |"
+                )
+            print(f"phase {i}: {seconds:.0f} s", file=sys.stderr)
+    load1 = os.getloadavg()[0]
+    print("| phase | regime | time | instructions | same direction |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(
+        f"\n{same_way} of {changed} time-changed regimes moved the same way in instructions "
+        f"({flagged} of {changed} also flagged with the same verdict by instructions); "
+        f"{total_s:.0f} s in all; load average {load0:.1f} before, {load1:.1f} after; "
+        f"{'--fast' if args.fast else 'default'} preset for time."
+    )
+
+
+if __name__ == "__main__":
+    main()
