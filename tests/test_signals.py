@@ -96,4 +96,30 @@ def test_a_big_signals_comment_fits_githubs_limit() -> None:
     small = signals_comment(SIGNALS, CommentOptions())
     table = small.split("<details>", 1)[0]
     assert "more rows omitted" not in table and "| a |" not in table  # unchanged everywhere
-    assert "| c |" in table and "_1 regimes changed in no signal._" in table
+    assert "| c |" in table and "_1 regime changed in no signal._" in table
+
+
+def test_a_hostile_signals_comment_is_cut_to_fit() -> None:
+    # Warnings, refs and names far longer than anything perfctl writes (a fork's file).
+    from dataclasses import replace
+
+    from perfctl.render.comment import CommentOptions, github_length
+    from perfctl.render.signals import signals_comment
+
+    huge = ("&" * 200,) * 300
+    big = tuple(
+        replace(c, warnings=huge, base=RefInfo("&" * 5000, "1" * 40, subject="&" * 5000))
+        for c in SIGNALS
+    )
+    body = signals_comment(big, CommentOptions())
+    assert github_length(body) <= CommentOptions().budget
+    assert body.startswith("<!-- perfctl:comment -->") and body.count("<!-- perfctl") == 1
+
+
+def test_a_body_too_long_even_at_its_shortest_is_cut_at_a_line() -> None:
+    from perfctl.render.comment import fit, github_length
+
+    assert fit("short\n", 100) == "short\n"
+    cut = fit("<!-- m -->\n" + "a line of text\n" * 10_000, 1000)
+    assert github_length(cut) <= 1000 and cut.startswith("<!-- m -->\na line of text\n")
+    assert cut.endswith("see the report._\n") and "a line of tex\n" not in cut

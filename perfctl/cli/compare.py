@@ -211,10 +211,10 @@ def compare_cmd(
     if len(every) > 1:
         from perfctl.cli.signals import check_signals, compare_signals
 
-        stored = bool(comparison or mix_runs)
         check_signals(
-            from_store=from_store, shard=shard, profile=profile is not None, stored=stored
-        )
+            from_store=from_store, shard=shard, profile=profile is not None,
+            comparison=comparison is not None, mix_runs=mix_runs,
+        )  # fmt: skip
         compare_signals(config, base, head, every, fmt, fail_on_regression)
         return
     c = _compare_one(

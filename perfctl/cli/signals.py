@@ -39,14 +39,19 @@ def parse_measures(text: str, flag: str = "--measure") -> tuple[Measure, ...]:
     return tuple(known[p] for p in dict.fromkeys(asked))
 
 
-def check_signals(*, from_store: bool, shard: str | None, profile: bool, stored: bool) -> None:
-    """Flags that take one signal at a time (``stored``: --comparison or --mix-runs)."""
-    for flag, given in (
-        ("--from-store", from_store or stored),
+def check_signals(
+    *, from_store: bool, shard: str | None, profile: bool, comparison: bool, mix_runs: bool
+) -> None:
+    """Flags that take one signal at a time."""
+    given = (
+        ("--from-store", from_store),
+        ("--comparison", comparison),
+        ("--mix-runs", mix_runs),
         ("--shard", shard),
         ("--profile", profile),
-    ):
-        if given:
+    )
+    for flag, on in given:
+        if on:
             raise UsageError(
                 f"{flag} takes one signal at a time (--measure names several)",
                 f"run it once per signal, e.g. --measure time {flag}",

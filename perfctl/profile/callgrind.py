@@ -40,7 +40,8 @@ from perfctl.profile.stacks import Frame, Stack, Stacks
 SCHEMA = 1
 KIND = "perfctl-callgrind-graph"
 # Stack branches under this share of the total are folded into their caller's
-# self cost: bounds the stacks a flame graph holds (a few thousand at most).
+# self cost: bounds the stacks a flame graph holds (each kept stack holds at least
+# this share, so a few ten thousand at most, times the depth).
 MIN_SHARE = 1e-4
 MAX_DEPTH = 128
 # Callgrind names a recursive call's deeper levels ``fn'2``, ``fn'3``: one function.
@@ -186,8 +187,12 @@ def save(graph: Graph, path: Path, meta: Mapping[str, Any]) -> None:
     """Write ``graph.json`` whole (a temporary file renamed into place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_dict(graph, meta)) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(to_dict(graph, meta)) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # no half-written file left behind
+        raise
 
 
 def load(path: Path) -> Graph:
@@ -261,21 +266,69 @@ def acyclic(graph: Graph) -> tuple[dict[Frame, float], dict[tuple[Frame, Frame],
     return dict(merged_self), dict(merged_edges)
 
 
+def _topological(nodes: set[Frame], edges: Mapping[tuple[Frame, Frame], float]) -> list[Frame]:
+    """Callers before callees (Kahn's algorithm; the graph is acyclic)."""
+    indegree = dict.fromkeys(nodes, 0)
+    out: dict[Frame, list[Frame]] = defaultdict(list)
+    for a, b in sorted(edges):
+        out[a].append(b)
+        indegree[b] += 1
+    ready = sorted(n for n, d in indegree.items() if d == 0)
+    order = []
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for m in out[n]:
+            indegree[m] -= 1
+            if indegree[m] == 0:
+                ready.append(m)
+    return order
+
+
+def consistent(
+    self_cost: Mapping[Frame, float], edges: Mapping[tuple[Frame, Frame], float]
+) -> tuple[dict[Frame, float], dict[tuple[Frame, Frame], float]]:
+    """Inclusive cost per node and edges rescaled so that each node's callers pass on
+    exactly its inclusive cost (in proportion to their recorded edges).
+
+    Callgrind's own graph adds up; a loop graph with its negative residues left out
+    may not, and sharing weight along edges that do not add up would lose (or
+    invent) instructions. Computed callees first, so every callee is settled first.
+    """
+    nodes = set(self_cost) | {f for e in edges for f in e}
+    into: dict[Frame, float] = defaultdict(float)
+    for (_, b), c in edges.items():
+        into[b] += c
+    incl: dict[Frame, float] = {}
+    scaled: dict[tuple[Frame, Frame], float] = {}
+    outgoing: dict[Frame, list[Frame]] = defaultdict(list)
+    for a, b in edges:
+        outgoing[a].append(b)
+    for n in reversed(_topological(nodes, edges)):
+        for m in outgoing[n]:
+            scaled[(n, m)] = edges[(n, m)] * incl[m] / into[m]
+        incl[n] = self_cost.get(n, 0.0) + sum(scaled[(n, m)] for m in outgoing[n])
+    return incl, scaled
+
+
 def to_stacks(graph: Graph, floor: float | None = None) -> Stacks:
     """Stacks (root first) weighted in instructions, shared out along the call edges.
 
-    ``floor``: branches under it fold into their caller (default: ``MIN_SHARE`` of the
-    total; give two graphs the same floor so they fold alike).
+    Every positive self cost is drawn once (the stacks sum to it); a function called
+    from one place keeps its own count. ``floor``: branches under it fold into their
+    caller (default: ``MIN_SHARE`` of the total; give two graphs the same floor so
+    they fold alike; it is never below one millionth of the total).
     """
     self_cost, edges = acyclic(graph)
+    incl, scaled = consistent(self_cost, edges)
     callees: dict[Frame, list[tuple[Frame, float]]] = defaultdict(list)
-    for (caller, callee), cost in sorted(edges.items()):
+    for (caller, callee), cost in sorted(scaled.items()):
         callees[caller].append((callee, cost))
-    incl = {f: self_cost.get(f, 0.0) + sum(c for _, c in callees.get(f, ())) for f in
-            set(self_cost) | set(callees) | {b for _, b in edges}}  # fmt: skip
     called = {callee for (_, callee) in edges}
     roots = sorted(f for f in incl if f not in called and incl[f] > 0)
-    cut = MIN_SHARE * sum(self_cost.values()) if floor is None else floor
+    total = sum(self_cost.values())
+    # Never zero: with no floor, the paths through a call graph can be exponentially many.
+    cut = max(MIN_SHARE * total if floor is None else floor, 1e-6 * total)
     out: dict[Stack, float] = defaultdict(float)
     todo: list[tuple[Frame, float, Stack]] = [(r, incl[r], ()) for r in roots]
     while todo:

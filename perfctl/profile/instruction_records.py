@@ -103,8 +103,8 @@ def format_moves(d: InstructionsDiff, limit: int = 5) -> list[str]:
     if not shown:
         return ["no function's self instructions per op changed"]
     deltas = [("+" if m.delta_self > 0 else "-") + count(abs(m.delta_self)) for m in shown]
-    width = max(len(d) for d in deltas)
+    width = max(len(text) for text in deltas)
     return [
-        f"{d:>{width}}  {m.label}  ({count(m.before_self)} → {count(m.after_self)})"
-        for d, m in zip(deltas, shown, strict=True)
+        f"{text:>{width}}  {m.label}  ({count(m.before_self)} → {count(m.after_self)})"
+        for text, m in zip(deltas, shown, strict=True)
     ]

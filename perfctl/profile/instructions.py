@@ -35,12 +35,17 @@ def both_stacks(before: callgrind.Graph, after: callgrind.Graph) -> tuple[Stacks
     return callgrind.to_stacks(before, floor), callgrind.to_stacks(after, floor)
 
 
-def moves(before: callgrind.Graph, after: callgrind.Graph, limit: int = 25) -> list[FunctionMove]:
+def moves(
+    before: callgrind.Graph,
+    after: callgrind.Graph,
+    stacks: tuple[Stacks, Stacks] | None = None,
+    limit: int = 25,
+) -> list[FunctionMove]:
     """The ``limit`` functions whose self instructions per op moved most.
 
     Self counts are callgrind's own (exact); inclusive ones come from the rebuilt stacks.
     """
-    b_stacks, a_stacks = both_stacks(before, after)
+    b_stacks, a_stacks = stacks or both_stacks(before, after)
     b_incl, a_incl = function_stats(b_stacks), function_stats(a_stacks)
     b_self, a_self = before.functions(), after.functions()
     out = []
@@ -63,15 +68,15 @@ def write_diff(
     before: callgrind.Graph, after: callgrind.Graph, folder: Path, meta: dict[str, str]
 ) -> InstructionsDiff:
     """Write the table and both differential flame graphs of ``meta['regime']`` into ``folder``."""
+    b_stacks, a_stacks = both_stacks(before, after)
     d = InstructionsDiff(
         meta["regime"],
         meta["before_run"],
         meta["after_run"],
         before.total,
         after.total,
-        tuple(moves(before, after)),
+        tuple(moves(before, after, (b_stacks, a_stacks))),
     )
-    b_stacks, a_stacks = both_stacks(before, after)
     root = stackdiff.pair(call_tree(b_stacks), call_tree(a_stacks), 1.0, 1.0)
     flame, reverse = stackdiff.diff_svgs(
         root,

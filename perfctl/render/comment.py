@@ -294,4 +294,24 @@ def render_comment(c: Comparison, opts: CommentOptions | None = None) -> str:
         mid = (lo + hi + 1) // 2
         fits = github_length(compose(c, opts, details=False, max_changed=mid)) <= opts.budget
         lo, hi = (mid, hi) if fits else (lo, mid - 1)
-    return compose(c, opts, details=False, max_changed=lo)
+    return fit(compose(c, opts, details=False, max_changed=lo), opts.budget)
+
+
+CUT_NOTE = "\n_… cut here to fit GitHub's comment size; see the report._\n"
+
+
+def fit(body: str, budget: int) -> str:
+    """``body``, or its first lines and a note when even the shortest layout is too long
+    (hostile input: huge warnings, names or subjects; honest ones fit without this)."""
+    if github_length(body) <= budget:
+        return body
+    room = budget - github_length(CUT_NOTE)
+    kept: list[str] = []
+    used = 0
+    for line in body.split("\n"):
+        size = github_length(line) + 1
+        if used + size > room:
+            break
+        kept.append(line)
+        used += size
+    return "\n".join(kept) + CUT_NOTE

@@ -53,19 +53,24 @@ def signals_table(comparisons: Sequence[Comparison]) -> Any:
 
 
 def signals_markdown(
-    comparisons: Sequence[Comparison], *, changed_only: bool = False, limit: int | None = None
+    comparisons: Sequence[Comparison],
+    *,
+    changed_only: bool = False,
+    limit: int | None = None,
+    rows: Sequence[SignalRow] | None = None,
 ) -> str:
     """The side-by-side table in markdown, then which signals flag what.
 
     ``changed_only``: only regimes some signal flags (improved, regressed) or failed,
     with a line counting the rest; ``limit``: at most that many rows (the PR comment's
-    size budget), with a line saying how many were left out.
+    size budget), with a line saying how many were left out; ``rows``: the lined-up
+    rows when the caller has them already.
     """
     first = comparisons[0]
     heads = [md_escape(f"{measure_of(c)} (±{c.threshold * 100:g}%)") for c in comparisons]
-    every = side_by_side(comparisons)
-    rows = [r for r in every if _changed(r)] if changed_only else list(every)
-    shown = rows if limit is None else rows[:limit]
+    every = list(rows) if rows is not None else list(side_by_side(comparisons))
+    kept = [r for r in every if _changed(r)] if changed_only else every
+    shown = kept if limit is None else kept[:limit]
     lines = [
         f"**{md_escape(first.base.ref)}** ({md_escape(first.base.short)}) → "
         f"**{md_escape(first.head.ref)}** ({md_escape(first.head.short)}): signals side by side",
@@ -77,12 +82,19 @@ def signals_markdown(
         f"| {md_escape(r.name)} | " + " | ".join(md_escape(_cell_text(c)) for c in r.cells) + " |"
         for r in shown
     ]
-    if len(shown) < len(rows):
-        lines.append(f"\n_{len(rows) - len(shown)} more rows omitted; see each signal below._")
-    if len(rows) < len(every):
-        lines.append(f"\n_{len(every) - len(rows)} regimes changed in no signal._")
-    lines += [f"\n{md_escape(n)}" for n in notes(every)[: limit if limit is not None else None]]
+    if len(shown) < len(kept):
+        lines.append(
+            f"\n_{_count(len(kept) - len(shown), 'more row')} omitted; see each signal below._"
+        )
+    if len(kept) < len(every):
+        lines.append(f"\n_{_count(len(every) - len(kept), 'regime')} changed in no signal._")
+    said = notes(shown)
+    lines += [f"\n{md_escape(n)}" for n in said]
     return "\n".join(lines) + "\n"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _changed(row: SignalRow) -> bool:
@@ -113,38 +125,50 @@ def signals_json(comparisons: Sequence[Comparison]) -> str:
 
 def signals_comment(comparisons: Sequence[Comparison], opts: Any) -> str:
     """A PR comment of several signals: the side-by-side table, then each signal's own
-    comment folded under its name (one marker, at the top; cut down to fit the budget)."""
+    comment folded under its name (one marker, at the top), cut down to fit the budget:
+    fewer table rows first, then each signal's comment down to its headline, then lines."""
     from dataclasses import replace
 
-    from perfctl.render.comment import github_length
+    from perfctl.render.comment import fit, github_length, headline, render_comment
 
     share = replace(opts, budget=max(opts.budget // (len(comparisons) + 1), 2000))
-    body = _signals_body(comparisons, opts, share, None)
-    if github_length(body) <= opts.budget:
-        return body
-    lo, hi = 0, len(side_by_side(comparisons))  # the most table rows that still fit
+    rows = side_by_side(comparisons)  # once: the search below renders many bodies
+    folded = [render_comment(c, share).split("\n", 1)[1] for c in comparisons]  # no marker
+
+    def body(limit: int | None, parts: list[str]) -> str:
+        return _signals_body(comparisons, opts, rows, limit, parts)
+
+    whole = body(None, folded)
+    if github_length(whole) <= opts.budget:
+        return whole
+    lo, hi = 0, len(rows)  # the most table rows that still fit
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        fits = github_length(_signals_body(comparisons, opts, share, mid)) <= opts.budget
-        lo, hi = (mid, hi) if fits else (lo, mid - 1)
-    return _signals_body(comparisons, opts, share, lo)
+        lo, hi = (mid, hi) if github_length(body(mid, folded)) <= opts.budget else (lo, mid - 1)
+    cut = body(lo, folded)
+    if github_length(cut) > opts.budget:  # hostile or huge input: headlines only, then lines
+        cut = body(lo, [f"_{md_escape(headline(c))}: see the report._\n" for c in comparisons])
+    return fit(cut, opts.budget)
 
 
 def _signals_body(
-    comparisons: Sequence[Comparison], opts: Any, share: Any, limit: int | None
+    comparisons: Sequence[Comparison],
+    opts: Any,
+    rows: Sequence[SignalRow],
+    limit: int | None,
+    folded: Sequence[str],
 ) -> str:
-    from perfctl.render.comment import headline, marker, render_comment
+    from perfctl.render.comment import headline, marker
 
     flagged = [c for c in comparisons if any(r.verdict in (REGRESSED, FAILED) for r in c.regimes)]
     top = flagged[0] if flagged else comparisons[0]
     lines = [marker(opts.marker_id), f"### {headline(top)} ({md_escape(measure_of(top))})", ""]
-    lines += [signals_markdown(comparisons, changed_only=True, limit=limit), ""]
-    for c in comparisons:
-        body = render_comment(c, share).split("\n", 1)[1]  # its own marker dropped
+    lines += [signals_markdown(comparisons, changed_only=True, limit=limit, rows=rows), ""]
+    for c, part in zip(comparisons, folded, strict=True):
         lines += [
             f"<details><summary>{md_escape(measure_of(c))}: {md_escape(headline(c))}</summary>",
             "",
-            body,
+            part,
             "</details>",
             "",
         ]

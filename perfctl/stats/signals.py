@@ -68,11 +68,11 @@ def _cell(measure: str, r: RegimeComparison) -> SignalCell:
 
 def side_by_side(comparisons: Sequence[Comparison]) -> tuple[SignalRow, ...]:
     """Every regime of any signal, in first-seen order, with each signal's cell."""
-    names: list[str] = []
+    names: dict[str, None] = {}  # first-seen order, without a quadratic membership test
     by_signal = []
     for c in comparisons:
         rows = {r.name: r for r in c.sorted_regimes()}
-        names += [n for n in rows if n not in names]
+        names.update(dict.fromkeys(rows))
         by_signal.append((measure_of(c), rows))
     return tuple(
         SignalRow(n, tuple(_cell(m, rows[n]) if n in rows else None for m, rows in by_signal))

@@ -262,16 +262,21 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _read_json(path: Path, limit: int) -> Any:
+def _read_raw(path: Path, limit: int) -> bytes:
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(limit + 1)  # never more: /dev/zero or a huge file stop here
+            return fh.read(limit + 1)  # never more: /dev/zero or a huge file stop here
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
-    if len(raw) > limit:
-        raise SchemaError(
-            f"{path} is larger than {limit // 2**20} MiB", "is it really a comparison.json?"
-        )
+
+
+def _too_large(path: Path, limit: int) -> SchemaError:
+    return SchemaError(
+        f"{path} is larger than {limit // 2**20} MiB", "is it really a comparison.json?"
+    )
+
+
+def _parse(path: Path, raw: bytes) -> Any:
     try:
         return parse_json(raw)
     except RecursionError as exc:
@@ -280,6 +285,13 @@ def _read_json(path: Path, limit: int) -> Any:
         raise SchemaError(
             f"{path} is not valid JSON ({exc})", "pass the comparison.json written by `perfctl ci`"
         ) from exc
+
+
+def _read_json(path: Path, limit: int) -> Any:
+    raw = _read_raw(path, limit)
+    if len(raw) > limit:
+        raise _too_large(path, limit)
+    return _parse(path, raw)
 
 
 def load_comparison_json(path: Path, limit: int = MAX_FILE_BYTES) -> dict[str, Any]:
@@ -298,49 +310,59 @@ def read_comparison_file(path: Path) -> Comparison:
     The file is hostile input (see perfctl.store.schema): anything outside the
     schema is a UsageError naming the field, before anything is rendered.
     """
+    return _comparison(path, load_comparison_json(path), "")
+
+
+def _comparison(path: Path, data: Any, where: str) -> Comparison:
+    """Validate and build one comparison record; errors name the file (and item)."""
     from perfctl.model import comparison_from_dict
 
-    data = load_comparison_json(path)
     try:
+        validate_comparison_dict(data)
         return comparison_from_dict(data)
+    except SchemaError as exc:
+        raise SchemaError(f"{path}: {where}{exc.message}", exc.hint) from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # schema drift: a bug
         raise UsageError(
-            f"{path} is not a perfctl comparison ({type(exc).__name__})",
-            "pass the comparison.json written by `perfctl ci`",
+            f"{path}: {where}not a perfctl comparison ({type(exc).__name__})",
+            "pass the comparison.json (or signals.json) written by `perfctl ci`",
         ) from exc
 
 
 SIGNALS_KIND = "perfctl-signals"  # `compare`/`ci --measure a,b`: render/signals.py
-MAX_SIGNALS = 3
+MAX_SIGNALS = 3  # time, instructions, memory: one comparison each at most
+# signals_json writes schema and kind first: a big file must say so up front.
+_SIGNALS_HEAD = b'"kind": "perfctl-signals"'
 
 
 def read_comparisons_file(path: Path) -> tuple[Comparison, ...]:
     """One comparison (comparison.json) or several signals' (signals.json), schema-checked.
 
-    Hostile input, as :func:`read_comparison_file`: a signals file holds at most one
-    comparison per signal, each validated as a comparison.json is.
+    Hostile input, as :func:`read_comparison_file`; read and parsed once. Only a file
+    that says it is a signals file in its first bytes may be larger than one
+    comparison's cap (one cap per signal), and it holds at most one comparison per
+    signal, each validated as a comparison.json is.
     """
-    from perfctl.model import comparison_from_dict
-
-    data = _read_json(path, MAX_FILE_BYTES * MAX_SIGNALS)
+    raw = _read_raw(path, MAX_FILE_BYTES * MAX_SIGNALS)
+    signals = _SIGNALS_HEAD in raw[:200]
+    limit = MAX_FILE_BYTES * (MAX_SIGNALS if signals else 1)
+    if len(raw) > limit:
+        raise _too_large(path, limit)
+    data = _parse(path, raw)
     if not (isinstance(data, dict) and data.get("kind") == SIGNALS_KIND):
-        return (read_comparison_file(path),)
+        if len(raw) > MAX_FILE_BYTES:
+            raise _too_large(path, MAX_FILE_BYTES)
+        return (_comparison(path, data, ""),)
     items = data.get("comparisons")
-    if data.get("schema") != 1 or not isinstance(items, list) or not 1 <= len(items) <= MAX_SIGNALS:
+    schema = data.get("schema")
+    if (
+        type(schema) is not int
+        or schema != 1
+        or not isinstance(items, list)
+        or not (1 <= len(items) <= MAX_SIGNALS)
+    ):
         raise SchemaError(
             f"{path}: a {SIGNALS_KIND} file of schema 1 holds 1 to {MAX_SIGNALS} comparisons",
             "pass the signals.json written by `perfctl ci --measure a,b`",
         )
-    out = []
-    for i, item in enumerate(items):
-        try:
-            validate_comparison_dict(item)
-            out.append(comparison_from_dict(item))
-        except SchemaError as exc:
-            raise SchemaError(f"{path}: comparisons[{i}]: {exc.message}", exc.hint) from exc
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise UsageError(
-                f"{path}: comparisons[{i}] is not a perfctl comparison ({type(exc).__name__})",
-                "pass the signals.json written by `perfctl ci --measure a,b`",
-            ) from exc
-    return tuple(out)
+    return tuple(_comparison(path, item, f"comparisons[{i}]: ") for i, item in enumerate(items))
