@@ -297,7 +297,8 @@ def _finish(outcome: CiOutcome) -> None:
     failed = list(dict.fromkeys(r.name for c in every for r in c.regimes if r.verdict == FAILED))
     if failed:
         _say(f"Error: {len(failed)} regime(s) failed: {', '.join(failed)}")
-        _say("Hint: comparison.md and report.html show each failure's reason")
+        where = "comparison.md and report.html" if len(every) == 1 else "comparison.md"
+        _say(f"Hint: {where} show{'s' * (len(every) > 1)} each failure's reason")
     raise typer.Exit(outcome.exit_code)
 
 
