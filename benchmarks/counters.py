@@ -12,7 +12,11 @@ per op) and ``plus1`` (2,020 steps: about 1% more instructions). Then:
    drawn from the measured ones), through perfctl's own decision
    (``stats/verdicts.decide_all``, band 0.5%): resampled, so the processes are
    re-used across comparisons (said in the output);
-3. cost: seconds per counter value (two callgrind processes) against seconds per
+3. ``--measure memory`` (tracemalloc, no valgrind): blocks per op of ``keep5`` and
+   ``keep6`` (regimes keeping 5, and 6, objects per op) in ``--processes`` processes
+   each: exact to the object? and the verdicts of ``--splits`` keep5-vs-keep6
+   comparisons (3 processes a side, resampled);
+4. cost: seconds per counter value (two callgrind processes) against seconds per
    pyperf worker process (1 warmup + 3 values of ``--min-time`` 0.05, compare's
    default), both wall time of the whole process, start-up included.
 """
@@ -50,6 +54,16 @@ def base():
 @regime(family="cg", ops=1)
 def plus1():
     return lambda: _loop(2020)
+
+@regime(family="mem", ops=1)
+def keep5():
+    kept = []
+    return lambda: kept.extend([object() for _ in range(5)])
+
+@regime(family="mem", ops=1)
+def keep6():
+    kept = []
+    return lambda: kept.extend([object() for _ in range(6)])
 """
 
 
@@ -89,6 +103,22 @@ def _tally(pairs: list[tuple[list[float], list[float]]]) -> dict[str, int]:
     return out
 
 
+def _memory(worker: runner.Worker, infos: dict, loops: int, tmp: Path, args: argparse.Namespace,
+            rng: random.Random) -> None:  # fmt: skip
+    """Blocks per op of keep5/keep6: exact? and +1 object per op detected?"""
+    got: dict[str, list[float]] = {"keep5": [], "keep6": []}
+    for _ in range(args.processes):
+        for name in got:
+            s = counters.sample("memory", worker, infos[name], loops, tmp / f"m{time.time_ns()}",
+                                tmp / "mem.log")  # fmt: skip
+            if not s.ok:
+                sys.exit(f"memory process failed: {s.reason}")
+            got[name].append(s.value)
+    print(f"memory: keep5 blocks/op {sorted(set(got['keep5']))}, keep6 {sorted(set(got['keep6']))}")
+    pairs = [(rng.sample(got["keep5"], 3), rng.sample(got["keep6"], 3)) for _ in range(args.splits)]
+    print(f"+1 object/op verdicts (3 vs 3, resampled): {_tally(pairs)}")
+
+
 def main() -> None:
     """Measure and print the figures benchmarks/README.md quotes."""
     p = argparse.ArgumentParser()
@@ -122,6 +152,7 @@ def main() -> None:
         ab = [(rng.sample(b, 3), rng.sample(h, 3)) for _ in range(args.splits)]
         print(f"A/A verdicts (3 vs 3, resampled from {len(b)} processes): {_tally(aa)}")
         print(f"+1% verdicts (3 vs 3, resampled): {_tally(ab)}")
+        _memory(worker, infos, loops, tmp, args, rng)
         py = statistics.median(_pyperf_seconds(worker, infos["base"], tmp) for _ in range(3))
         cg = statistics.median(secs)
         print(f"cost: {cg:.2f} s per counter value vs {py:.2f} s per pyperf worker "

@@ -1,6 +1,7 @@
 """Do instruction counts move the way wall time does? The demo's four phases, both signals.
 
     python benchmarks/counters_direction.py [--fast] [--phases 1,2,3,4]
+    python benchmarks/counters_direction.py --builtin
 
 Writes the bundled demo project (minibridge, the history `perfctl demo` uses) into a
 temporary git repository and runs, for each phase, the real CLI:
@@ -14,6 +15,14 @@ whether the instructions verdict flagged it too. Regimes whose time did not chan
 are listed with their instruction change for reference (an IPC regime's count can
 move while its time does not, and the reverse: callgrind does not follow the child
 process, see the README's "What counters cannot see").
+
+``--builtin`` does the same for the built-in suite's CPU-bound family, where the
+change is not a commit but a mode: every ``propagation.*`` regime runs as
+``[mode=recompute]`` and ``[mode=epoch]``, so it runs ``perfctl run --regimes
+builtin:propagation --fast`` and ``perfctl run --regimes builtin:propagation
+--measure instructions`` and compares the epoch/recompute ratio of each shape in
+both signals (a run has no confidence interval between two regimes: a small time
+ratio can be noise).
 
 Prints a markdown table and a summary line; the figures in benchmarks/README.md
 come from it. Nothing here is asserted: it measures.
@@ -55,12 +64,43 @@ def _sign(x: float | None) -> int:
     return 0 if not x else (1 if x > 0 else -1)
 
 
+def _run(extra: list[str]) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "perfctl", "run", "--regimes", "builtin:propagation",
+           "--format", "json", *extra]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="perfctl-direction-") as tmp:
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"perfctl run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return {r["regime"]: r["median_s"] for r in json.loads(proc.stdout)["rows"]}
+
+
+def builtin() -> None:
+    """Epoch against recompute mode of the built-in propagation regimes, both signals."""
+    t0 = time.monotonic()
+    timed, counted = _run(["--fast"]), _run(["--measure", "instructions"])
+    print("| regime | time epoch/recompute | instructions epoch/recompute | same direction |")
+    print("|---|---|---|---|")
+    agree = total = 0
+    for name in sorted(n.removesuffix("[mode=epoch]") for n in timed if n.endswith("[mode=epoch]")):
+        t = timed[f"{name}[mode=epoch]"] / timed[f"{name}[mode=recompute]"] - 1
+        i = counted[f"{name}[mode=epoch]"] / counted[f"{name}[mode=recompute]"] - 1
+        same = _sign(t) == _sign(i)
+        agree, total = agree + same, total + 1
+        print(f"| {name} | {_pct(t)} | {_pct(i)} | {'yes' if same else '**no**'} |")
+    print(f"\n{agree} of {total} shapes moved the same way; {time.monotonic() - t0:.0f} s; "
+          f"load average {os.getloadavg()[0]:.1f}.")  # fmt: skip
+
+
 def main() -> None:
     """Measure each chosen phase with both signals and tabulate the directions."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fast", action="store_true", help="compare's --fast preset for time")
     p.add_argument("--phases", default="1,2,3,4", help="which phases (1-4)")
+    p.add_argument("--builtin", action="store_true", help="the built-in propagation family")
     args = p.parse_args()
+    if args.builtin:
+        builtin()
+        return
     phases = [int(x) for x in args.phases.split(",")]
     load0 = os.getloadavg()[0]
     rows, changed, same_way, flagged, total_s = [], 0, 0, 0, 0.0
