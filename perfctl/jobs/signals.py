@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from perfctl.config import Config
-from perfctl.jobs.compare import CompareSettings, Progress, compare_refs
+from perfctl.jobs import compare as comparing
+from perfctl.jobs.compare import CompareSettings, Progress
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.model import Comparison, Notice
 from perfctl.store.local import new_id, open_store
@@ -47,7 +48,7 @@ def compare_signals(
     signals = [s.schedule.measure for s in settings]
     out = []
     for s in settings:
-        c = compare_refs(
+        c = comparing.compare_refs(
             config, base, head, regimes=regimes, settings=s,
             progress=_tagged(say, s.schedule.measure), executor=executor,
         )  # fmt: skip
@@ -72,7 +73,7 @@ def measure_all(
         return compare_signals(
             config, base, head, chosen, progress, regimes=regimes, executor=executor
         )
-    c = compare_refs(
+    c = comparing.compare_refs(
         config, base, head, regimes=regimes, settings=every[0], progress=progress,
         executor=executor,
     )  # fmt: skip
