@@ -34,6 +34,7 @@ from perfctl.plan.spec import (
 )
 from perfctl.plan.state import PhaseState, Row
 from perfctl.render.escape import md_escape, md_name, shell_command, shell_word
+from perfctl.stats.signals import measure_of
 from perfctl.store.local import Store, open_store
 
 if TYPE_CHECKING:
@@ -254,14 +255,10 @@ def _stored(
     if phase.comparison:
         return _pinned(store, doc, phase, before, after)
     for c in store.comparisons_of(before.sha):  # newest first
-        timed = _measure_of(c) == "time"  # a plan's figures and targets are wall time
+        timed = measure_of(c) == "time"  # a plan's figures and targets are wall time
         if exact(c, before, after) and c.measured and timed and covers(c, phase, whole=whole):
             return c
     return None
-
-
-def _measure_of(c: Comparison) -> str:
-    return str(c.settings.get("measure") or "time")
 
 
 def covers(c: Comparison, phase: Phase, *, whole: bool = False) -> bool:
@@ -296,9 +293,9 @@ def _pinned(
             f"not `{phase.before}` ({before.short}) → `{phase.after}` ({after.short})",
             "pin a comparison of the phase's before and after refs",
         )
-    if _measure_of(c) != "time":
+    if measure_of(c) != "time":
         raise PlanError(
-            f"{where}: pinned comparison {c.id} measured {_measure_of(c)}, and a plan's "
+            f"{where}: pinned comparison {c.id} measured {measure_of(c)}, and a plan's "
             "figures and targets are wall time",
             "pin a comparison measured with --measure time (the default)",
         )
