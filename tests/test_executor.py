@@ -170,3 +170,18 @@ def test_ci_gates_on_the_measured_verdict(tmp_path: Path, head: float, code: int
     outcome = ci.run_ci(_project(tmp_path), opts, {}, executor=fake)
     assert outcome.exit_code == code
     assert (out / "comparison.json").is_file() and "work" in (out / "comparison.md").read_text()
+
+
+def test_min_time_sizes_the_calibrated_values(tmp_path: Path) -> None:
+    # pyperf ignores --min-time once a worker is given its loop count: the
+    # calibration process is the only place the flag can act.
+    asked: list[float] = []
+
+    class Recording(FakeExecutor):
+        def calibrate(self, job, *, min_time, timeout):  # type: ignore[no-untyped-def]
+            asked.append(min_time)
+            return super().calibrate(job, min_time=min_time, timeout=timeout)
+
+    _compare(tmp_path, Recording(SLOWER), _settings(min_time=0.01))
+    _compare(tmp_path / "again", Recording(SLOWER), _settings())
+    assert asked == [0.01, 0.05]

@@ -45,7 +45,12 @@ def test_a_side_left_no_time_is_not_measured_rather_than_timed_out(tmp_path: Pat
     data = {s: SideData() for s in SIDES}
     logs = {s: tmp_path / f"{s}.log" for s in SIDES}
     loops = interleave.calibrate_both(
-        {s: worker for s in SIDES}, info, logs, data, deadline=time.monotonic() - 0.02
+        {s: worker for s in SIDES},
+        info,
+        logs,
+        data,
+        deadline=time.monotonic() - 0.02,
+        min_time=0.05,
     )
     assert loops == 0
     for side in SIDES:

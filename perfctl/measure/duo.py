@@ -79,7 +79,9 @@ def measure_same_process(
         raise UsageError(why, "use --pairing process (the default) for this project")
     data = {s: SideData() for s in SIDES}
     deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
-    loops = interleave.calibrate_both(workers, info, logs, data, deadline, executor)
+    loops = interleave.calibrate_both(
+        workers, info, logs, data, deadline, executor, min_time=sched.min_time
+    )
     if not loops:
         return data
     data = measure_duo(workers, info, sched, loops, logs["base"], tmp, is_clear, progress, executor)

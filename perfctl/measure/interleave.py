@@ -74,6 +74,8 @@ def calibrate_both(
     data: dict[str, SideData],
     deadline: float,
     executor: Executor = PYPERF,
+    *,
+    min_time: float,
 ) -> int:
     """One calibrated loop count for both sides (0 when neither side could run)."""
     # One loop count for both sides, so each value amortises the same loop overhead.
@@ -86,7 +88,7 @@ def calibrate_both(
             data[side].reason = "not measured: the other side used up the regime's timeout"
             continue
         job = Job(side, workers[side], info, logs[side])
-        out = executor.calibrate(job, min_time=0.05, timeout=left)
+        out = executor.calibrate(job, min_time=min_time, timeout=left)
         if out.ok:
             return out.loops
         data[side].ok, data[side].reason = False, out.reason
@@ -136,7 +138,7 @@ def measure_pair(
     clock = executor.now
     deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
     soft_end = clock() + sched.time_budget
-    loops = calibrate_both(workers, info, logs, data, deadline, executor)
+    loops = calibrate_both(workers, info, logs, data, deadline, executor, min_time=sched.min_time)
     if not loops:
         return data
     for side in SIDES:
