@@ -23,15 +23,16 @@ the first call (caches filling, the adaptive interpreter specialising).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
 from perfctl.errors import ProfilerUnavailable
-from perfctl.measure import memory, runner
+from perfctl.measure import batch, memory, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData, round_order
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
@@ -112,10 +113,6 @@ def read_total(path: Path) -> int:
     raise ValueError(f"no totals line in {path}")
 
 
-def _log_size(log: Path) -> int:
-    return log.stat().st_size if log.exists() else 0
-
-
 def _failed(log: Path, start: int, rc: int | None, timeout: float) -> Sample:
     text = log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""
     bad = [ln.strip() for ln in text.splitlines() if any(m in ln for m in _UNSUPPORTED)]
@@ -124,50 +121,104 @@ def _failed(log: Path, start: int, rc: int | None, timeout: float) -> Sample:
     return Sample(ok=False, reason=runner.failure_reason(log, rc, timeout))
 
 
-def _callgrind(
-    worker: runner.Worker, info: RegimeInfo, loops: int, out: Path, log: Path, timeout: float
-) -> int | Sample:
-    cmd = [
-        require_valgrind(),
-        "--tool=callgrind",
-        f"--callgrind-out-file={out}",
-        *worker_cmd(worker, info, "instructions", loops),
-    ]
-    start = _log_size(log)
-    rc = runner.spawn(cmd, cwd=worker.cwd, env=counter_env(worker), log=log, timeout=timeout)
-    if rc != 0 or not out.exists():
-        return _failed(log, start, rc, timeout)
-    return read_total(out)
-
-
-def instructions_sample(
-    worker: runner.Worker, info: RegimeInfo, loops: int, tmp: Path, log: Path, timeout: float
-) -> Sample:
-    """Instructions per op of the steady-state loop: I(2N) - I(N), divided by N·ops."""
-    counts = []
-    for n, tag in ((loops, "n"), (2 * loops, "2n")):
-        got = _callgrind(worker, info, n, tmp / f"callgrind.{tag}.out", log, timeout)
-        if isinstance(got, Sample):
-            return got
-        counts.append(got)
-    per_op = (counts[1] - counts[0]) / (loops * info.ops)
-    return Sample(ok=True, value=per_op)
-
-
-def sample(
-    measure: str, worker: runner.Worker, info: RegimeInfo, loops: int, tmp: Path, log: Path
-) -> Sample:
-    """One process's value of ``measure`` (``tmp`` is this process's own scratch folder)."""
+def _commands(
+    measure: str, worker: runner.Worker, info: RegimeInfo, loops: int, tmp: Path
+) -> list[batch.Command]:
+    """The processes of one value: callgrind with N and 2N loops, or one memory worker."""
     tmp.mkdir(parents=True, exist_ok=True)
-    timeout = info.timeout or runner.DEFAULT_TIMEOUT
-    if measure == "instructions":
-        return instructions_sample(worker, info, loops, tmp, log, timeout)
-    out = tmp / "memory.json"
-    cmd = [*worker_cmd(worker, info, "memory", loops), "--out", str(out)]
-    got = memory.memory_figures(cmd, worker, counter_env(worker), out, log, timeout)
-    if isinstance(got, str):
-        return Sample(ok=False, reason=got)
-    return Sample(ok=True, value=got[memory.VALUE], metrics=got)
+    env, timeout = counter_env(worker), info.timeout or runner.DEFAULT_TIMEOUT
+    if measure == "memory":
+        argv = [*worker_cmd(worker, info, "memory", loops), "--out", str(tmp / "memory.json")]
+        return [batch.Command(tuple(argv), worker.cwd, env, tmp / "memory.log", timeout)]
+    valgrind = require_valgrind()
+    return [
+        batch.Command(
+            (
+                valgrind,
+                "--tool=callgrind",
+                f"--callgrind-out-file={tmp / f'callgrind.{tag}.out'}",
+                *worker_cmd(worker, info, "instructions", n),
+            ),
+            worker.cwd,
+            env,
+            tmp / f"{tag}.log",
+            timeout,
+        )
+        for n, tag in ((loops, "n"), (2 * loops, "2n"))
+    ]
+
+
+def _value(
+    measure: str,
+    info: RegimeInfo,
+    loops: int,
+    tmp: Path,
+    ran: list[tuple[batch.Command, int | None]],
+) -> Sample:
+    """One value from its finished processes (``tmp`` holds what they wrote)."""
+    if measure == "memory":
+        (command, rc), out = ran[0], tmp / "memory.json"
+        if rc != 0 or not out.exists():
+            return Sample(ok=False, reason=runner.failure_reason(command.log, rc, command.timeout))
+        got = memory.read_figures(out)
+        return Sample(ok=True, value=got[memory.VALUE], metrics=got)
+    counts = []
+    for (command, rc), tag in zip(ran, ("n", "2n"), strict=True):
+        out = tmp / f"callgrind.{tag}.out"
+        if rc != 0 or not out.exists():
+            return _failed(command.log, 0, rc, command.timeout)
+        counts.append(read_total(out))
+    # I(2N) - I(N): the instructions of loops N+1..2N alone (see the module docstring).
+    return Sample(ok=True, value=(counts[1] - counts[0]) / (loops * info.ops))
+
+
+def _append(part: Path, log: Path) -> None:
+    """Add one process's own log to its side's log (the one a failure points to)."""
+    with contextlib.suppress(OSError), open(log, "ab") as out:
+        out.write(part.read_bytes())
+    runner.trim_log(log)
+
+
+def samples(
+    measure: str,
+    info: RegimeInfo,
+    loops: int,
+    jobs: Sequence[tuple[runner.Worker, Path, Path]],
+    progress: Callable[[int], None] | None = None,
+) -> list[Sample | None]:
+    """One value per (worker, scratch folder, log), their processes run side by side.
+
+    Counts do not depend on what else runs, so up to one process per usable CPU
+    runs at once. After a failure nothing new starts: later values are None.
+    ``progress`` hears how many values are complete, each time one completes.
+    """
+    groups = [_commands(measure, w, info, loops, tmp) for w, tmp, _ in jobs]
+    flat = [c for g in groups for c in g]
+    value_of = [v for v, g in enumerate(groups) for _ in g]
+    left = [len(g) for g in groups]
+    finished = [0]  # values whose every process has finished
+
+    def done(i: int) -> None:
+        left[value_of[i]] -= 1
+        if not left[value_of[i]]:
+            finished[0] += 1
+            if progress:
+                progress(finished[0])
+
+    rcs = batch.call_all(flat, limit=batch.usable_cpus(), stop=lambda rc: rc != 0, done=done)
+    got: list[Sample | None] = []
+    first = 0
+    for (_, tmp, log), group in zip(jobs, groups, strict=True):
+        index = range(first, first + len(group))
+        first += len(group)
+        for i in index:
+            if i in rcs:
+                _append(flat[i].log, log)
+        if all(i in rcs for i in index):
+            got.append(_value(measure, info, loops, tmp, [(flat[i], rcs[i]) for i in index]))
+        else:
+            got.append(None)
+    return got
 
 
 def loops_for(workers: list[runner.Worker], info: RegimeInfo, log: Path) -> tuple[int, str]:
@@ -213,16 +264,23 @@ def measure_pair(
         for s in SIDES:
             data[s].ok, data[s].reason = False, why
         return data
-    metrics: dict[str, list[dict[str, float]]] = {s: [] for s in SIDES}
     rng = random.Random(sched.seed)
-    n = 0
-    for i in range(sched.rounds):
-        for side in round_order(i, sched, rng):
-            got = sample(sched.measure, workers[side], info, loops, tmp / f"{side}-{n}", logs[side])
-            _record(data[side], got, n, metrics[side])
-            n += 1
-        if progress:
-            progress(i + 1)
+    order = [side for i in range(sched.rounds) for side in round_order(i, sched, rng)]
+    jobs = [(workers[side], tmp / f"{side}-{n}", logs[side]) for n, side in enumerate(order)]
+    rounds = [0]
+
+    def values_done(v: int) -> None:  # a round is one value a side
+        if progress and v // 2 > rounds[0]:
+            rounds[0] = v // 2
+            progress(rounds[0])
+
+    got = samples(sched.measure, info, loops, jobs, values_done)
+    metrics: dict[str, list[dict[str, float]]] = {s: [] for s in SIDES}
+    for first in range(0, len(order), 2):  # the earlier rule: no round after a failed one
+        for n in (first, first + 1):
+            one = got[n]
+            if one is not None:
+                _record(data[order[n]], one, n, metrics[order[n]])
         if not all(data[s].ok for s in SIDES):
             break
     for s in SIDES:
@@ -253,8 +311,10 @@ def measure_run(
         return runner.Outcome(ok=False, reason=why)
     values: list[tuple[float, ...]] = []
     rows: list[dict[str, float]] = []
-    for n in range(processes):
-        got = sample(measure, worker, info, loops, tmp / f"p{n}", log)
+    jobs = [(worker, tmp / f"p{n}", log) for n in range(processes)]
+    for got in samples(measure, info, loops, jobs):
+        if got is None:  # not started: an earlier process failed, and is returned below
+            continue
         if not got.ok:
             return runner.Outcome(ok=False, reason=got.reason, skipped=got.skipped)
         values.append((got.value,))

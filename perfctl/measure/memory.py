@@ -20,16 +20,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfctl.measure import runner
-
 VALUE = "alloc_blocks_per_op"  # the figure verdicts are given on
 
 
-def memory_figures(
-    cmd: list[str], worker: runner.Worker, env: dict[str, str], out: Path, log: Path, timeout: float
-) -> dict[str, float] | str:
-    """Run one memory worker process (writing ``out``): its figures, or why it failed."""
-    rc = runner.spawn(cmd, cwd=worker.cwd, env=env, log=log, timeout=timeout)
-    if rc != 0 or not out.exists():
-        return runner.failure_reason(log, rc, timeout)
+def read_figures(out: Path) -> dict[str, float]:
+    """The figures one memory worker process wrote to ``out`` (one JSON object)."""
     return {k: float(v) for k, v in json.loads(out.read_text()).items()}
