@@ -584,3 +584,43 @@ def test_the_fast_rank_test_agrees_with_scipy() -> None:
         assert mann_whitney_asymptotic(base, head) == pytest.approx(float(want), rel=1e-9)
     tied = np.ones(10)
     assert mann_whitney_asymptotic(tied, tied) == 1.0
+
+
+def test_the_exact_rank_test_the_quantiles_and_spearman_agree_with_scipy() -> None:
+    from scipy import special
+
+    from perfctl.stats import counters, ranks, shape
+
+    rng = np.random.default_rng(11)
+    for m in range(1, 9):  # the exact path: one side has at most 8 processes, no ties
+        for n in (1, m, 9, 20):
+            base, head = rng.normal(0.0, 1.0, m), rng.normal(rng.uniform(0, 2), 1.0, n)
+            want = sps.mannwhitneyu(base, head, alternative="two-sided", method="exact").pvalue
+            assert ranks.mann_whitney_exact(base, head) == pytest.approx(float(want), rel=1e-12)
+    for tail in (0.1, 0.025, 0.005, 5e-4):
+        assert ranks.normal_isf(tail) == pytest.approx(float(sps.norm.isf(tail)), rel=1e-12)
+    for n, decimals in ((8, 9), (20, 1), (50, 0)):
+        y = np.round(rng.normal(0.0, 1.0, n) + 0.05 * np.arange(n), decimals)
+        got = shape.spearman_against_order(y)
+        want = sps.spearmanr(np.arange(n), y)
+        assert got == pytest.approx((float(want.statistic), float(want.pvalue)), rel=1e-9)
+    # Welch's t for counters: scipy.special's t quantile and tail are scipy.stats' t.
+    change = counters.compare_counts([(100.0,), (101.0,), (99.0,)], [(104.0,), (106.0,), (105.0,)])
+    se, df = counters._welch([100.0, 101.0, 99.0], [104.0, 106.0, 105.0])
+    assert change.p_value == pytest.approx(float(2 * sps.t.sf(5.0 / se, df)), rel=1e-12)
+    assert change.ci_high - change.change == pytest.approx(sps.t.ppf(0.975, df) * se / 100.0)
+    assert float(special.stdtr(df, 0.0)) == 0.5
+
+
+def test_deciding_a_verdict_does_not_import_scipy_stats() -> None:
+    # scipy.stats costs ~0.7 s of imports in every command that decides a verdict.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from perfctl.stats import decision, verdicts, counters, shape, paired\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

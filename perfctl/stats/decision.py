@@ -40,7 +40,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from perfctl.model import (
     IMPROVED,
@@ -50,7 +49,12 @@ from perfctl.model import (
     WITHIN_NOISE,
     Verdict,
 )
-from perfctl.stats.ranks import mann_whitney_asymptotic
+from perfctl.stats.ranks import (
+    mann_whitney_asymptotic,
+    mann_whitney_exact,
+    normal_isf,
+    u_null_cdf,
+)
 from perfctl.stats.summary import Processes as Processes
 from perfctl.stats.summary import _means_of
 from perfctl.stats.summary import process_means as process_means
@@ -121,24 +125,7 @@ def _mann_whitney(base: np.ndarray, head: np.ndarray, exact: bool) -> float:
     # Rank-based, so one pathological process cannot drive the p-value.
     if not exact:
         return mann_whitney_asymptotic(base, head)  # same statistic as scipy's, faster
-    p = float(sps.mannwhitneyu(base, head, alternative="two-sided", method="exact").pvalue)
-    return 1.0 if math.isnan(p) else p
-
-
-def _u_null_cdf(m: int, n: int) -> np.ndarray:
-    """P(U <= u), u = 0..mn, for Mann-Whitney U without ties (exact)."""
-    # The counts are the coefficients of the Gaussian binomial [m+n, m]_q =
-    # prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i): multiply by (1 - q^(n+i)),
-    # then divide by (1 - q^i), a running sum at stride i. Used only when one
-    # side has <= 8 processes, so m is small; floats keep large n from overflowing.
-    m, n = min(m, n), max(m, n)
-    counts = np.zeros(m * n + 1)
-    counts[0] = 1.0
-    for i in range(1, m + 1):
-        counts[n + i :] -= counts[: counts.size - n - i].copy()
-        for r in range(i):
-            counts[r::i] = np.cumsum(counts[r::i])
-    return np.cumsum(counts) / counts.sum()
+    return mann_whitney_exact(base, head)
 
 
 def _moses_rank(base: np.ndarray, head: np.ndarray, confidence: float, exact: bool) -> int:
@@ -153,13 +140,13 @@ def _moses_rank(base: np.ndarray, head: np.ndarray, confidence: float, exact: bo
     tail = (1.0 - confidence) / 2.0
     if exact:
         # k - 1 = the largest u with P(U <= u) <= tail.
-        k = int(np.searchsorted(_u_null_cdf(m, n), tail * (1.0 + 1e-9), side="right"))
+        k = int(np.searchsorted(u_null_cdf(m, n), tail * (1.0 + 1e-9), side="right"))
     else:
         _, t = np.unique(np.concatenate((base, head)), return_counts=True)
         size = m + n
         ties = float(np.sum(t**3 - t)) / (size * (size - 1))
         sd = math.sqrt(m * n / 12.0 * (size + 1 - ties))
-        k = math.floor(m * n / 2.0 + 0.5 - float(sps.norm.isf(tail)) * sd)
+        k = math.floor(m * n / 2.0 + 0.5 - normal_isf(tail) * sd)
     # Too few processes for any interval at this confidence (3 vs 3 at 95%):
     # fall back to the full range of the differences. Such a sample can never
     # be significant either, so it can never be a change.

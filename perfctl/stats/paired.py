@@ -28,9 +28,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from perfctl.stats.decision import Change
+from perfctl.stats.ranks import normal_isf
 from perfctl.stats.summary import process_means
 
 # scipy computes the exact signed-rank distribution up to 50 pairs; the same
@@ -83,7 +83,7 @@ def _tukey_rank(d: np.ndarray, confidence: float, exact: bool) -> int:
     else:
         _, t = np.unique(np.abs(d[d != 0]), return_counts=True)
         var = n * (n + 1) * (2 * n + 1) / 24.0 - float(np.sum(t**3 - t)) / 48.0
-        k = math.floor(n * (n + 1) / 4.0 + 0.5 - float(sps.norm.isf(tail)) * math.sqrt(var))
+        k = math.floor(n * (n + 1) / 4.0 + 0.5 - normal_isf(tail) * math.sqrt(var))
     # Too few pairs for any interval at this confidence (5 pairs at 95%):
     # the full range, which can never exclude a change either.
     return max(k, 1)
@@ -92,6 +92,8 @@ def _tukey_rank(d: np.ndarray, confidence: float, exact: bool) -> int:
 def _wilcoxon_p(d: np.ndarray, exact: bool) -> float:
     if np.all(d == 0):
         return 1.0
+    from scipy import stats as sps  # only same-process pairing needs it
+
     method = "exact" if exact else "approx"
     kwargs = {"correction": True} if not exact else {}
     p = float(sps.wilcoxon(d, alternative="two-sided", method=method, **kwargs).pvalue)

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+from perfctl.stats.ranks import average_ranks
 
 # Each group must hold at least this share of the processes (and 3 of them):
 # one slow straggler is an outlier, not a second mode.
@@ -121,8 +122,20 @@ def drift(means_in_schedule_order: Sequence[float]) -> Drift | None:
     y = np.asarray(means_in_schedule_order, dtype=float)
     if y.size < MIN_PROCESSES or np.unique(y).size < 3:
         return None
-    result = sps.spearmanr(np.arange(y.size), y)
-    rho, p = float(result.statistic), float(result.pvalue)
+    rho, p = spearman_against_order(y)
     if math.isnan(p) or p >= DRIFT_ALPHA:
         return None
     return Drift(rho, p)
+
+
+def spearman_against_order(y: np.ndarray) -> tuple[float, float]:
+    """Spearman's rho of ``y`` against 0, 1, 2…, and its two-sided p (scipy's t form)."""
+    from scipy import special  # the t tail, without scipy.stats' imports
+
+    n = y.size
+    ranks, _ = average_ranks(y)
+    rho = float(np.corrcoef(np.arange(n, dtype=float), ranks)[0, 1])
+    if abs(rho) >= 1.0:
+        return rho, 0.0
+    t = rho * math.sqrt((n - 2) / ((1.0 - rho) * (1.0 + rho)))
+    return rho, float(2 * special.stdtr(n - 2, -abs(t)))
