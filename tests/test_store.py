@@ -165,6 +165,15 @@ def test_cli_keeps_working_around_a_damaged_comparison(tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
 
 
+def test_a_narrow_terminal_never_cuts_the_ids_of_a_listing(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.perfctl]\nregimes = ["b.py"]\n')
+    store = open_store(tmp_path / ".perfctl")
+    store.save_comparison(comparison("20260101T000000-aaaaaa", "2026-01-01T00:00:00"))
+    listed = run_cli("comparisons", cwd=tmp_path, env={"COLUMNS": "40"})
+    assert listed.returncode == 0, listed.stderr
+    assert "20260101T000000-aaaaaa" in listed.stdout, listed.stdout
+
+
 def test_from_store_with_no_common_regime_stores_nothing(git_repo: GitRepo) -> None:
     git_repo.write("pyproject.toml", '[tool.perfctl]\nregimes = ["b.py"]\ninstall = false\n')
     shas = [git_repo.commit("c1"), git_repo.commit("c2")]

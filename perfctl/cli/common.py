@@ -187,8 +187,11 @@ def emit_listing(
     from perfctl.render.tables import esc
 
     table = Table(title=esc(title), title_justify="left")
-    for col in columns:
-        table.add_column(col)
+    # The first column names each row (an id that `report ID` or `--comparison ID`
+    # takes): never wrapped or squeezed, however narrow the terminal.
+    width = max((len(str(r[0])) for r in rows), default=0)
+    for i, col in enumerate(columns):
+        table.add_column(col, no_wrap=i == 0, min_width=width if i == 0 else None)
     for row in rows:
         table.add_row(*(esc(x) for x in row))
     out_console().print(table)
