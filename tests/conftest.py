@@ -77,7 +77,10 @@ def run_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `perfctl` CLI as a subprocess (python -m perfctl)."""
-    full_env = {**os.environ, **GIT_ENV, **(env or {})}
+    # The terminal size of whoever started pytest (pytest-xdist's workers set
+    # COLUMNS=80) must not decide how wide a piped table is; a test sets it to ask.
+    inherited = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    full_env = {**inherited, **GIT_ENV, **(env or {})}
     full_env.pop("PYTHONPATH", None) if env is None or "PYTHONPATH" not in env else None
     return subprocess.run(
         [sys.executable, "-m", "perfctl", *args],

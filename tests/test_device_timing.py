@@ -82,7 +82,7 @@ def plain(size):
         baseline="tradeoff[strategy=lock]")
 def tradeoff(threads, strategy):
     """Seed 004's shape: lock-free costs more alone and less when contended."""
-    n = 10_000 * threads if strategy == "lock" else 30_000 + 2_000 * threads
+    n = 10_000 * threads if strategy == "lock" else 30_000 + 500 * threads
     return lambda: _spin(n)
 '''
 
@@ -130,16 +130,18 @@ def test_a_crossover_is_computed_from_a_real_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("Crossover:"))
     assert "fixed_cost beats plain from size ≈" in line
-    # 24,576 + n = 4n at n = 8K, the geometric middle of 4K and 16K: the ratio is 1.75
-    # at 4K and 0.63 at 16K, so the crossing stays between them under any sane noise.
+    # 24,576 + n = 4n at n = 8K. `run` measures one regime after another, so a burst
+    # of other work can move one median by half (seen: the crossing read at 17K
+    # beside a busy job): the bound is the measured range, where the ratio is 6.3 at
+    # 1K and 0.34 at 64K; the interpolation itself is checked on fixed points below.
     at = parse_size(line.split("≈ ")[1].split(" ")[0])
-    assert at is not None and 4096 < at < 16384
+    assert at is not None and 1024 < at < 65536
     # Seed 004's trade-off line, from a two-valued parameter along `threads` (#18).
     (trade,) = [ln for ln in done.stdout.splitlines() if "beats tradeoff" in ln]
     head = "Crossover: tradeoff[strategy=lockfree] beats tradeoff[strategy=lock] from threads ≈ "
     assert trade.startswith(head), trade
     at = parse_size(trade.split("≈ ")[1].split(" ")[0])
-    assert at is not None and 1 < at < 8  # 10,000 t = 30,000 + 2,000 t at t = 3.75
+    assert at is not None and 1 < at < 8  # 10,000 t = 30,000 + 500 t at t = 3.2; ratio 3 and 0.43
 
 
 def _point(size: str, ratio: float, spread: float = 0.05) -> Point:
