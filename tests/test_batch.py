@@ -61,7 +61,7 @@ def test_a_timeout_is_none_and_kills_the_whole_group(tmp_path: Path) -> None:
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
         f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
     )
-    got = batch.call_all([_cmd(tmp_path, "slow", "-c", spawn, timeout=4.0)], limit=2)
+    got = batch.call_all([_cmd(tmp_path, "slow", "-c", spawn, timeout=6.0)], limit=2)
     assert got == {0: None}
     grandchild = int(pid_file.read_text())
     assert gone_within([grandchild]), "the timed-out command's grandchild is still running"

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from perfctl.measure import counters
+from perfctl.errors import UsageError
+from perfctl.measure import counters, runner
+from perfctl.measure.interleave import Schedule
 from perfctl.model import RegimeInfo
 from perfctl.stats.counters import compare_counts
 from perfctl.stats.decision import decide
@@ -113,13 +116,57 @@ def test_a_base_of_zero_blocks_is_floored_at_one() -> None:
 
 
 def test_valgrind_complaint_is_a_skip_not_a_failure(tmp_path: Path) -> None:
-    log = tmp_path / "w.log"
-    log.write_text("old\n==1== valgrind: Unrecognised instruction\n")
-    start = log.stat().st_size
-    with log.open("a") as fh:
-        fh.write("vex amd64->IR: unhandled instruction bytes: 0x62 0xF1\n")
-    got = counters._failed(log, start, 1, 10.0)
+    part, side = tmp_path / "n.log", tmp_path / "side.log"
+    part.write_text("vex amd64->IR: unhandled instruction bytes: 0x62 0xF1\n")
+    got = counters._failed(part, side, 1, 10.0)
     assert got.skipped and "cannot run under callgrind: vex amd64->IR" in got.reason
+    part.write_text("Traceback...\nValueError: boom\n")
+    crashed = counters._failed(part, side, 1, 10.0)
+    # Read from the process's own log, named by the side's log (the scratch one goes).
+    assert not crashed.skipped and crashed.reason == f"ValueError: boom (exit code 1; log: {side})"
+
+
+@pytest.mark.parametrize("measure", ["instructions", "memory"])
+@pytest.mark.parametrize("cpus", [1, 4])
+def test_a_failed_process_is_never_lost_whatever_ran_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, measure: str, cpus: int
+) -> None:
+    """The first value's first process fails; with one CPU nothing else started."""
+    monkeypatch.setattr(counters, "require_valgrind", lambda: "valgrind")
+    monkeypatch.setenv("PERFCTL_COUNTER_JOBS", str(cpus))
+    worker = runner.Worker(Path(sys.executable), tmp_path, {}, (tmp_path / "r.py",))
+    info = RegimeInfo("r", "f", {}, 1, None, (), "", "")
+
+    def call_all(commands, *, limit, stop, done):  # type: ignore[no-untyped-def]
+        assert limit == cpus
+        ran = {i: (1 if i == 0 else 0) for i in range(min(limit, len(commands)))}
+        for i in ran:
+            commands[i].log.write_text("RuntimeError: the regime broke\n")
+            done(i)
+        return ran
+
+    monkeypatch.setattr(counters.batch, "call_all", call_all)
+    monkeypatch.setattr(counters, "loops_for", lambda workers, info, log: (10, ""))
+    jobs = [(worker, tmp_path / f"v{n}", tmp_path / "side.log") for n in range(3)]
+    got = counters.samples(measure, info, 10, jobs)
+    assert got[0] is not None and not got[0].ok and "the regime broke" in got[0].reason
+    data = counters.measure_pair(
+        {"base": worker, "head": worker}, info, Schedule(rounds=3, measure=measure),
+        {"base": tmp_path / "b.log", "head": tmp_path / "h.log"}, tmp_path / "pair",
+    )  # fmt: skip
+    assert not data["base"].ok and "the regime broke" in data["base"].reason
+    assert "the regime broke" in (tmp_path / "side.log").read_text()  # appended as it ended
+
+
+def test_counter_jobs_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFCTL_COUNTER_JOBS", "1")
+    assert counters.jobs_limit() == 1
+    monkeypatch.delenv("PERFCTL_COUNTER_JOBS")
+    assert counters.jobs_limit() == counters.batch.usable_cpus() >= 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("PERFCTL_COUNTER_JOBS", bad)
+        with pytest.raises(UsageError, match="PERFCTL_COUNTER_JOBS"):
+            counters.jobs_limit()
 
 
 def test_gpu_regime_is_skipped_under_callgrind_only() -> None:
@@ -145,6 +192,21 @@ def test_missing_valgrind_is_an_error_with_the_install_hint(
         "Error: valgrind is not installed (--measure instructions runs regimes under callgrind)",
         "Hint: apt-get install valgrind",
     ]
+
+
+@pytest.mark.parametrize("command", [["run", "--regimes", "r.py"], ["compare", "A", "B"]])
+def test_a_bad_counter_jobs_setting_is_a_usage_error_before_anything_runs(
+    tmp_path: Path, command: list[str]
+) -> None:
+    (tmp_path / "r.py").write_text(STANDALONE)
+    env = {"PERFCTL_COUNTER_JOBS": "lots"}
+    proc = run_cli(*command, "--measure", "memory", cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "Error: PERFCTL_COUNTER_JOBS must be a whole number of at least 1, not 'lots'",
+        "Hint: unset it for one process per CPU, or set 1 for one at a time",
+    ]
+    assert not (tmp_path / ".perfctl").exists()
 
 
 # -- real processes ----------------------------------------------------------------

@@ -620,6 +620,10 @@ def test_deciding_a_verdict_does_not_import_scipy_stats() -> None:
     code = (
         "import sys\n"
         "from perfctl.stats import decision, verdicts, counters, shape, paired\n"
+        "decision.compare_sides([(1.0,), (1.1,), (1.2,)], [(2.0,), (2.1,), (2.2,)])\n"
+        "decision.compare_sides([(float(i),) for i in range(1, 30)], [(i + 0.5,) for i in range(1, 30)])\n"
+        "counters.compare_counts([(100.0,), (101.0,)], [(104.0,), (106.0,)])\n"
+        "shape.drift([float(i) for i in range(12)])\n"
         "print('scipy.stats' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

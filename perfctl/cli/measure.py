@@ -57,11 +57,17 @@ class Measure(StrEnum):
 
 
 def require_tools(measure: Measure) -> None:
-    """Check the counter's tool before any environment is built (valgrind: exit 3)."""
-    if measure == Measure.instructions:
-        from perfctl.measure.counters import require_valgrind
+    """Check a counter's tool and settings before any environment is built.
 
-        require_valgrind()
+    valgrind missing: exit 3; a bad ``PERFCTL_COUNTER_JOBS``: exit 2.
+    """
+    if measure == Measure.time:
+        return
+    from perfctl.measure import counters
+
+    if measure == Measure.instructions:
+        counters.require_valgrind()
+    counters.jobs_limit()
 
 
 MeasureOpt = Annotated[

@@ -76,8 +76,9 @@ def call_all(
         while running or (queue and not halted):
             while queue and not halted and len(running) < max(limit, 1):
                 i = queue.pop()
-                stack = contextlib.ExitStack()
-                running[i] = (_start(commands[i], stack), time.monotonic(), stack)
+                with contextlib.ExitStack() as starting:  # closed here if the start fails
+                    proc = _start(commands[i], starting)
+                    running[i] = (proc, time.monotonic(), starting.pop_all())
             time.sleep(POLL_S)
             for i, (proc, started, stack) in list(running.items()):
                 rc = proc.poll()

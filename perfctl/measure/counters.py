@@ -24,6 +24,7 @@ the first call (caches filling, the adaptive interpreter specialising).
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from perfctl.errors import ProfilerUnavailable
+from perfctl.errors import ProfilerUnavailable, UsageError
 from perfctl.measure import batch, memory, runner
 from perfctl.measure.interleave import SIDES, Schedule, SideData, round_order
 from perfctl.measure.workers import WORKERS
@@ -113,12 +114,13 @@ def read_total(path: Path) -> int:
     raise ValueError(f"no totals line in {path}")
 
 
-def _failed(log: Path, start: int, rc: int | None, timeout: float) -> Sample:
-    text = log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""
+def _failed(part: Path, shown: Path, rc: int | None, timeout: float) -> Sample:
+    """Why a counter process failed, read from its own log; the reason names ``shown``."""
+    text = part.read_bytes().decode(errors="replace") if part.exists() else ""
     bad = [ln.strip() for ln in text.splitlines() if any(m in ln for m in _UNSUPPORTED)]
     if bad:
         return Sample(ok=False, skipped=True, reason=f"cannot run under callgrind: {bad[0]}")
-    return Sample(ok=False, reason=runner.failure_reason(log, rc, timeout))
+    return Sample(ok=False, reason=runner.failure_reason(part, rc, timeout, shown=shown))
 
 
 def _commands(
@@ -148,35 +150,58 @@ def _commands(
     ]
 
 
-def _value(
-    measure: str,
-    info: RegimeInfo,
-    loops: int,
-    tmp: Path,
-    ran: list[tuple[batch.Command, int | None]],
-) -> Sample:
-    """One value from its finished processes (``tmp`` holds what they wrote)."""
+def _value(measure: str, info: RegimeInfo, loops: int, tmp: Path) -> Sample:
+    """One value from its processes, all finished with status 0 (``tmp`` holds their output)."""
     if measure == "memory":
-        (command, rc), out = ran[0], tmp / "memory.json"
-        if rc != 0 or not out.exists():
-            return Sample(ok=False, reason=runner.failure_reason(command.log, rc, command.timeout))
-        got = memory.read_figures(out)
-        return Sample(ok=True, value=got[memory.VALUE], metrics=got)
-    counts = []
-    for (command, rc), tag in zip(ran, ("n", "2n"), strict=True):
-        out = tmp / f"callgrind.{tag}.out"
-        if rc != 0 or not out.exists():
-            return _failed(command.log, 0, rc, command.timeout)
-        counts.append(read_total(out))
+        return _memory_value(tmp / "memory.json")
+    outs = [tmp / f"callgrind.{tag}.out" for tag in ("n", "2n")]
+    if not all(out.exists() for out in outs):
+        return Sample(ok=False, reason="callgrind wrote no output file")
+    counts = [read_total(out) for out in outs]
     # I(2N) - I(N): the instructions of loops N+1..2N alone (see the module docstring).
     return Sample(ok=True, value=(counts[1] - counts[0]) / (loops * info.ops))
 
 
+def _memory_value(out: Path) -> Sample:
+    if not out.exists():
+        return Sample(ok=False, reason="the memory worker wrote no figures")
+    got = memory.read_figures(out)
+    return Sample(ok=True, value=got[memory.VALUE], metrics=got)
+
+
 def _append(part: Path, log: Path) -> None:
-    """Add one process's own log to its side's log (the one a failure points to)."""
-    with contextlib.suppress(OSError), open(log, "ab") as out:
-        out.write(part.read_bytes())
+    """Add one process's own log (its last MiB) to its side's log, the one reasons name."""
+    runner.trim_log(part)
+    with contextlib.suppress(OSError), open(log, "ab") as out, open(part, "rb") as src:
+        shutil.copyfileobj(src, out)
     runner.trim_log(log)
+
+
+def _outcome(
+    measure: str, info: RegimeInfo, loops: int, job: tuple[runner.Worker, Path, Path],
+    ran: list[tuple[batch.Command, int | None]], size: int,
+) -> Sample | None:  # fmt: skip
+    """A value's sample: its first failed process decides; None if some never started."""
+    _, tmp, log = job
+    for command, rc in ran:
+        if rc != 0:
+            return _failed(command.log, log, rc, command.timeout)
+    if len(ran) < size:
+        return None
+    return _value(measure, info, loops, tmp)
+
+
+def jobs_limit() -> int:
+    """How many counter processes run at once: ``PERFCTL_COUNTER_JOBS``, else one per CPU."""
+    raw = os.environ.get("PERFCTL_COUNTER_JOBS", "").strip()
+    if not raw:
+        return batch.usable_cpus()
+    if not raw.isdigit() or int(raw) < 1:
+        raise UsageError(
+            f"PERFCTL_COUNTER_JOBS must be a whole number of at least 1, not {raw!r}",
+            "unset it for one process per CPU, or set 1 for one at a time",
+        )
+    return int(raw)
 
 
 def samples(
@@ -188,9 +213,10 @@ def samples(
 ) -> list[Sample | None]:
     """One value per (worker, scratch folder, log), their processes run side by side.
 
-    Counts do not depend on what else runs, so up to one process per usable CPU
-    runs at once. After a failure nothing new starts: later values are None.
-    ``progress`` hears how many values are complete, each time one completes.
+    Counts do not depend on what else runs, so up to :func:`jobs_limit` processes
+    run at once. After a failure nothing new starts: values none of whose processes
+    failed but some never started are None. ``progress`` hears how many values are
+    complete, each time one completes.
     """
     groups = [_commands(measure, w, info, loops, tmp) for w, tmp, _ in jobs]
     flat = [c for g in groups for c in g]
@@ -199,25 +225,30 @@ def samples(
     finished = [0]  # values whose every process has finished
 
     def done(i: int) -> None:
+        _append(flat[i].log, jobs[value_of[i]][2])  # the side's log, as each one finishes
         left[value_of[i]] -= 1
         if not left[value_of[i]]:
             finished[0] += 1
             if progress:
                 progress(finished[0])
 
-    rcs = batch.call_all(flat, limit=batch.usable_cpus(), stop=lambda rc: rc != 0, done=done)
+    rcs = batch.call_all(flat, limit=jobs_limit(), stop=lambda rc: rc != 0, done=done)
     got: list[Sample | None] = []
     first = 0
-    for (_, tmp, log), group in zip(jobs, groups, strict=True):
+    for job, group in zip(jobs, groups, strict=True):
         index = range(first, first + len(group))
         first += len(group)
-        for i in index:
-            if i in rcs:
-                _append(flat[i].log, log)
-        if all(i in rcs for i in index):
-            got.append(_value(measure, info, loops, tmp, [(flat[i], rcs[i]) for i in index]))
-        else:
-            got.append(None)
+        ran = [(flat[i], rcs[i]) for i in index if i in rcs]
+        got.append(_outcome(measure, info, loops, job, ran, len(group)))
+    return got
+
+
+def sample(
+    measure: str, worker: runner.Worker, info: RegimeInfo, loops: int, tmp: Path, log: Path
+) -> Sample:
+    """One value of ``measure`` (``tmp`` is its own scratch folder; its processes side by side)."""
+    (got,) = samples(measure, info, loops, [(worker, tmp, log)])
+    assert got is not None  # the value's first process always starts
     return got
 
 
@@ -313,7 +344,7 @@ def measure_run(
     rows: list[dict[str, float]] = []
     jobs = [(worker, tmp / f"p{n}", log) for n in range(processes)]
     for got in samples(measure, info, loops, jobs):
-        if got is None:  # not started: an earlier process failed, and is returned below
+        if got is None:  # never started: a failed process stopped the batch (returned here)
             continue
         if not got.ok:
             return runner.Outcome(ok=False, reason=got.reason, skipped=got.skipped)

@@ -157,19 +157,19 @@ _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning
 _WORKER_EXIT = re.compile(r"failed with exit code (-?\d+)")
 
 
-def _failure(log: Path, rc: int | None, timeout: float) -> str:
+def _failure(log: Path, rc: int | None, timeout: float, shown: Path | None = None) -> str:
     if rc is None:
-        return f"timed out after {seconds(max(timeout, MIN_TIMEOUT))} (log: {log})"
+        return f"timed out after {seconds(max(timeout, MIN_TIMEOUT))} (log: {shown or log})"
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     # The worker's own status: pyperf's master (perfctl run) exits 1 whatever it was.
     codes = [int(m.group(1)) for ln in lines if (m := _WORKER_EXIT.search(ln))]
     code = codes[-1] if rc > 0 and codes else rc
     if code < 0:
-        return f"killed by signal {-code} ({_signal_name(-code)}) (log: {log})"
+        return f"killed by signal {-code} ({_signal_name(-code)}) (log: {shown or log})"
     # The worker's own exception, not pyperf's master reporting that the worker failed.
     excs = [ln for ln in lines if _EXC_LINE.match(ln) and "failed with exit code" not in ln]
     last = excs[-1] if excs else "the worker process died"
-    return f"{last} (exit code {code}; log: {log})"
+    return f"{last} (exit code {code}; log: {shown or log})"
 
 
 def _signal_name(number: int) -> str:
@@ -187,9 +187,12 @@ def seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 1 else f"{value:.1g} s"
 
 
-def failure_reason(log: Path, rc: int | None, timeout: float) -> str:
-    """Why a worker failed: its own exception line, a signal or the timeout."""
-    return _failure(log, rc, timeout)
+def failure_reason(log: Path, rc: int | None, timeout: float, *, shown: Path | None = None) -> str:
+    """Why a worker failed, read from ``log``: its own exception line, a signal or the timeout.
+
+    The reason names ``shown`` (default ``log``): the log that outlives a scratch one.
+    """
+    return _failure(log, rc, timeout, shown)
 
 
 def read_processes(path: Path) -> tuple[tuple[tuple[float, ...], ...], int]:

@@ -29,8 +29,9 @@ Why it looks like this (see "How perfctl decides" in the README for the user-fac
   needs p < alpha/50, Haybittle-Peto, and a widened CI beyond the band).
 
 Rates (A/A false verdicts, power) are simulated in tests/test_stats.py. A change
-is ``head/base - 1``: a slower head is positive. numpy/scipy load at module top;
-the CLI never imports this module at start-up.
+is ``head/base - 1``: a slower head is positive. numpy loads at module top (scipy.stats
+never: ranks.py computes both Mann-Whitney p-values); the CLI never imports this
+module at start-up.
 """
 
 from __future__ import annotations
