@@ -69,6 +69,8 @@ def test_comparison_file_with_an_unknown_verdict_is_refused(tmp_path: Path) -> N
         (lambda d: d["regimes"][0].pop("verdict"), "regimes[0]: missing field `verdict`"),
         (lambda d: d["regimes"][0]["base_values"].append(["1"]), "base_values[0][0]: expected"),
         (lambda d: d["machine"].update(cores=2.5), "machine.cores: expected an integer"),
+        (lambda d: d.update(threshold=10**400), "threshold: a number too large"),
+        (lambda d: d["machine"].update(cores=-(2**63)), "machine.cores: a number too large"),
         (lambda d: d["regimes"][0]["artifacts"].update(k=1), "regimes[0].artifacts.k: expected"),
     ],
 )
@@ -80,6 +82,18 @@ def test_schema_violations_name_the_field(mutate: Any, field: str) -> None:
         validate_comparison_dict(data)
     assert field in err.value.message
     assert err.value.exit_code == 2
+
+
+def test_a_huge_integer_is_a_usage_error_not_an_internal_one(tmp_path: Path) -> None:
+    data = good()
+    data["threshold"] = 10**400  # JSON allows it; arithmetic on it would overflow
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps(data))
+    out = run_cli("comment", "--dry-run", "--comparison-file", str(path), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines()[0] == (
+        f"Error: {path}: threshold: a number too large (beyond ±2**63)"
+    )
 
 
 def test_non_finite_numbers_and_oversized_files_are_refused(tmp_path: Path) -> None:

@@ -61,16 +61,25 @@ def _string(value: Any, where: str) -> None:
         raise _fail(where, f"expected a string, got {type(value).__name__}")
 
 
+# JSON integers have no size limit; one past what a float or an int64 holds would pass
+# here and fail later in arithmetic as an internal error.
+INT_LIMIT = 2**63
+
+
 def _number(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _fail(where, f"expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise _fail(where, "expected a finite number")
+    if isinstance(value, int) and abs(value) >= INT_LIMIT:
+        raise _fail(where, "a number too large (beyond ±2**63)")
 
 
 def _integer(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(where, f"expected an integer, got {type(value).__name__}")
+    if abs(value) >= INT_LIMIT:
+        raise _fail(where, "a number too large (beyond ±2**63)")
 
 
 def _boolean(value: Any, where: str) -> None:
