@@ -122,6 +122,10 @@ def check_output_dir(path: Path, what: str = "the output folder") -> Path:
     raise UsageError(f"refusing to write {what} into {path}: it is {kind}", hint)
 
 
+# What `perfctl ci` writes into its artefacts folder, as write_output names it in errors.
+ARTEFACT = "a CI artefact"
+
+
 def write_output(path: Path, text: str, what: str = "the output", *, mode: int = 0o644) -> Path:
     """Check ``path`` and write ``text`` to it atomically; an OS error is exit 2."""
     check_output_file(path, what)

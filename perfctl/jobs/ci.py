@@ -33,7 +33,13 @@ from perfctl.errors import (
     PublishError,
     UsageError,
 )
-from perfctl.files import check_output_dir, check_output_file, ensure_output_dir, write_output
+from perfctl.files import (
+    ARTEFACT,
+    check_output_dir,
+    check_output_file,
+    ensure_output_dir,
+    write_output,
+)
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.model import FAILED, REGRESSED, Comparison, to_dict
 from perfctl.publish.github import CommentResult, Target, parse_target
@@ -194,7 +200,6 @@ def post_comment(job: CommentJob, env: Mapping[str, str]) -> CommentResult:
 
 
 # -- artefacts --------------------------------------------------------------------
-ARTEFACT = "a CI artefact"
 
 
 def artifacts_dir(path: Path) -> Path:

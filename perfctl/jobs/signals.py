@@ -84,16 +84,14 @@ def write_signals(cs: tuple[Comparison, ...], dest: Path) -> list[Path]:
     """signals.json (side by side) and comparison-<signal>.json per signal."""
     import json
 
-    from perfctl.files import write_output
+    from perfctl.files import ARTEFACT, write_output
     from perfctl.model import to_dict
     from perfctl.render.signals import signals_json
     from perfctl.stats.signals import measure_of
 
     files = [dest / "signals.json"]
-    write_output(files[0], signals_json(cs) + "\n", "a CI artefact")
+    write_output(files[0], signals_json(cs) + "\n", ARTEFACT)
     for c in cs:
         files.append(dest / f"comparison-{measure_of(c)}.json")
-        write_output(
-            files[-1], json.dumps(to_dict(c), indent=1, sort_keys=True) + "\n", "a CI artefact"
-        )
+        write_output(files[-1], json.dumps(to_dict(c), indent=1, sort_keys=True) + "\n", ARTEFACT)
     return files
