@@ -15,6 +15,11 @@ import pytest
 # The session's PostgreSQL server fixtures (pg_server, pg_url) for the shared-store tests.
 pytest_plugins = ("tests.pg",)
 
+# Each pytest-xdist worker has a CPU of its own: counter processes side by side would
+# take the other worker's CPU from under its wall-time measurements, in bursts. The
+# side-by-side batch itself is tested with explicit limits (test_batch, test_counters).
+os.environ.setdefault("PERFCTL_COUNTER_JOBS", "1")
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "perfctl tests",
     "GIT_AUTHOR_EMAIL": "tests@perfctl.invalid",

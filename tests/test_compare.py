@@ -104,8 +104,10 @@ def test_regression_then_improvement_then_no_change(repo: GitRepo) -> None:
     assert rows["work"]["base_order"] == [0, 3, 4, 7, 8, 11, 12, 15]  # ABBA: AB BA AB ...
     faster = run_cli("compare", "c3", "c1", *FAST, "--format", "json", cwd=repo.path)
     assert verdicts(faster)["work"]["verdict"] == "improved"
-    # Identical code: sequential sampling (up to 20 rounds) as users get by default.
-    aa = ["--rounds", "10", "--max-rounds", "20", "--min-time", "0.01", "--values", "2"]
+    # Identical code: sequential sampling (up to 20 rounds) of values as long as users
+    # get by default (0.05 s; 0.01 s values beside another worker's tests once read a
+    # false -10.8% here: the noise issue, #14).
+    aa = ["--rounds", "10", "--max-rounds", "20", "--values", "2"]
     same = run_cli("compare", "c1", "c2", *aa, "--format", "json", cwd=repo.path)
     for row in verdicts(same).values():
         assert row["verdict"] in ("no change", "within noise", "inconclusive"), row
