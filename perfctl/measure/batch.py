@@ -65,8 +65,9 @@ def call_all(
 ) -> dict[int, int | None]:
     """Run the commands in order, at most ``limit`` at once: index -> exit status.
 
-    ``done`` hears each index as it finishes. None is a timeout. Once ``stop`` is true of a status no further command
-    starts (those running finish); the ones never started are absent.
+    None is a timeout. ``done`` hears each index as it finishes. Once ``stop`` is
+    true of a status no further command starts (those running finish); the ones
+    never started are absent.
     """
     results: dict[int, int | None] = {}
     running: dict[int, tuple[subprocess.Popen[bytes], float, contextlib.ExitStack]] = {}

@@ -13,6 +13,7 @@ decides a verdict.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -40,8 +41,13 @@ def mann_whitney_asymptotic(base: np.ndarray, head: np.ndarray) -> float:
     return min(1.0, max(0.0, math.erfc(z / math.sqrt(2.0))))
 
 
+@functools.lru_cache(maxsize=256)
 def u_null_cdf(m: int, n: int) -> np.ndarray:
-    """P(U <= u), u = 0..mn, for Mann-Whitney U without ties (exact)."""
+    """P(U <= u), u = 0..mn, for Mann-Whitney U without ties (exact; read-only, cached).
+
+    The p-value and the Moses interval of every sequential look ask for the same
+    sizes, so each (m, n) is computed once.
+    """
     # The counts are the coefficients of the Gaussian binomial [m+n, m]_q =
     # prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i): multiply by (1 - q^(n+i)),
     # then divide by (1 - q^i), a running sum at stride i. Used only when one
@@ -53,7 +59,9 @@ def u_null_cdf(m: int, n: int) -> np.ndarray:
         counts[n + i :] -= counts[: counts.size - n - i].copy()
         for r in range(i):
             counts[r::i] = np.cumsum(counts[r::i])
-    return np.cumsum(counts) / counts.sum()
+    cdf = np.cumsum(counts) / counts.sum()
+    cdf.flags.writeable = False  # shared by every caller through the cache
+    return cdf
 
 
 def mann_whitney_exact(base: np.ndarray, head: np.ndarray) -> float:

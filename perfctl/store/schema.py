@@ -71,8 +71,8 @@ def _number(value: Any, where: str) -> None:
         raise _fail(where, f"expected a number, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise _fail(where, "expected a finite number")
-    if isinstance(value, int) and abs(value) >= INT_LIMIT:
-        raise _fail(where, "a number too large (beyond ±2**63)")
+    if isinstance(value, int):
+        _integer(value, where)
 
 
 def _integer(value: Any, where: str) -> None:
