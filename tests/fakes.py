@@ -55,6 +55,9 @@ class FakeExecutor:
     interrupt_at: int | None = None  # raise Interrupted at this worker process
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, ref, regime)
     clock: float = 0.0
+    loads: tuple[float, ...] = (0.5,)  # load averages read in turn (the last one repeats)
+    cpus: int = 2
+    load_reads: int = 0
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +74,12 @@ class FakeExecutor:
     def now(self) -> float:
         """The fake clock."""
         return self.clock
+
+    def load(self) -> tuple[float | None, int | None]:
+        """The scripted load averages, never the real machine's."""
+        reading = self.loads[min(self.load_reads, len(self.loads) - 1)]
+        self.load_reads += 1
+        return reading, self.cpus
 
     def prepare(
         self, config: Config, ref: str, *, rebuild: bool, log: Callable[[str], None]

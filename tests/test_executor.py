@@ -185,3 +185,17 @@ def test_min_time_sizes_the_calibrated_values(tmp_path: Path) -> None:
     _compare(tmp_path, Recording(SLOWER), _settings(min_time=0.01))
     _compare(tmp_path / "again", Recording(SLOWER), _settings())
     assert asked == [0.01, 0.05]
+
+
+def test_the_load_is_the_executors_reading_not_the_test_machines(tmp_path: Path) -> None:
+    # A scripted quiet machine never warns, however busy the machine running the
+    # suite is; a scripted busy spell between two regimes does.
+    two = {**SLOWER, ("a", "more"): Dist(1e-3), ("b", "more"): Dist(1e-3)}
+    quiet = _compare(tmp_path / "quiet", FakeExecutor(two, loads=(0.4,)), _settings())
+    assert not any("busy" in w for w in quiet.warnings)
+    assert quiet.settings["load_average"] == [0.4, 0.4]
+    busy = FakeExecutor(two, loads=(0.5, 3.5, 0.5), cpus=2)
+    c = _compare(tmp_path / "busy", busy, _settings())
+    assert busy.load_reads == 3  # before the first regime and after each
+    assert c.settings["load_average"] == [0.5, 3.5]
+    assert any("load average up to 3.5 on 2 CPUs" in w for w in c.warnings)

@@ -26,7 +26,6 @@ from perfctl.jobs.shard import split
 from perfctl.measure import counters, duo, interleave, runner
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES
-from perfctl.measure.machine import load_average
 from perfctl.model import (
     Comparison,
     Notice,
@@ -80,13 +79,13 @@ def compare_refs(
         names = _selected(sides, settings)
         # Sampled around every regime: a 1-minute average would miss a busy spell
         # in the middle of a long comparison.
-        loads = [load_average()]
+        loads = [executor.load()]
         measured = {}
         for n in names:
             measured[n] = done.get(n) or _measure_regime(
                 config, store, sides, files, n, settings, say, executor
             )
-            loads.append(load_average())
+            loads.append(executor.load())
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
             comparison = _confirm(config, store, sides, files, comparison, settings, say, executor)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,10 +11,14 @@ from perfctl.measure.machine import busy_warning
 from perfctl.model import OK, Comparison, RegimeInfo, RegimeResult, Status
 
 
-def with_load(c: Comparison, loads: list[float | None]) -> Comparison:
-    """Record the load average around the measurement; warn when it competed for CPUs."""
-    warning = busy_warning(loads, os.cpu_count())
-    seen = [x for x in loads if x is not None]
+def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) -> Comparison:
+    """Record the load average around the measurement; warn when it competed for CPUs.
+
+    ``readings`` are the executor's (load average, CPU count) pairs.
+    """
+    cpus = next((n for _, n in readings if n), None)
+    warning = busy_warning([x for x, _ in readings], cpus)
+    seen = [x for x, _ in readings if x is not None]
     span = [min(seen), max(seen)] if seen else None
     return replace(
         c,

@@ -4,7 +4,8 @@
 (:mod:`perfctl.measure.interleave`, :mod:`perfctl.measure.duo`) never start a
 process themselves; they ask an :class:`Executor` to build a ref's environment,
 probe its regimes, run one calibration process, one worker process for one side
-of one regime or one same-process (duo) worker, and tell the time.
+of one regime or one same-process (duo) worker, tell the time and read the
+machine's load.
 :class:`PyperfExecutor` is the real one (uv environments, the probe worker,
 pyperf worker processes, the monotonic clock); the unit tests script a fake one
 (``tests/fakes.py``), so the orchestration logic (sequential sampling, resume,
@@ -13,6 +14,7 @@ verdicts, gating, plan judging) runs in milliseconds.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,6 +69,10 @@ class Executor(Protocol):
         """Seconds on a monotonic clock (budgets and deadlines are read from it)."""
         ...
 
+    def load(self) -> tuple[float | None, int | None]:
+        """The 1-minute load average and the CPU count (either None where unknown)."""
+        ...
+
     def prepare(
         self, config: Config, ref: str, *, rebuild: bool, log: Callable[[str], None]
     ) -> Target:
@@ -106,6 +112,12 @@ class PyperfExecutor:
     def now(self) -> float:
         """time.monotonic()."""
         return time.monotonic()
+
+    def load(self) -> tuple[float | None, int | None]:
+        """The operating system's load average and CPU count."""
+        from perfctl.measure.machine import load_average
+
+        return load_average(), os.cpu_count()
 
     def prepare(
         self, config: Config, ref: str, *, rebuild: bool, log: Callable[[str], None]
