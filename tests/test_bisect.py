@@ -113,6 +113,9 @@ class FakeCompare:
                 v = self.speeds[name].get(self.index[sha], 1.0)
                 if side == "head" and name == "work":  # a noisy measurement of this pair
                     v = self.lucky.get((self.index[base], self.index[head]), v)
+                    if isinstance(v, list):  # one per measurement of the pair, the last repeats
+                        k = self.calls.count((self.index[base], self.index[head]))
+                        v = v[min(k, len(v)) - 1]
                 if v == "build":
                     raise BuildError(f"building the environment of {sha[:10]} failed", "see log")
                 if v == "fail":
@@ -239,7 +242,45 @@ def test_fake_partial_slowdowns_give_a_range_not_a_culprit(
     assert [c.sha for c in record.candidates] == line[3:6]
     unknown = [s for s in record.steps if s.likeness == U]
     assert {s.commit.sha for s in unknown} == {line[3], line[4]}
-    assert all(len(s.comparisons) == 2 for s in unknown)  # the attempts, then moved on
+    # The attempts, then moved on; then a second look at each before the range.
+    assert sorted(len(s.comparisons) for s in unknown) == [2, 2, 4, 4]
+
+
+def test_fake_unknown_culprit_gets_a_second_look_before_a_range(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The culprit (6) reads at halfway twice (a busy spell), so it is stepped over;
+    # 7 is like bad and 5 like good, which would leave the range 6..7. A second look
+    # with the verification's attempts, pooled with the first two, names 6.
+    speed = {i: 2.0 for i in range(6, 10)}
+    unlucky = {(0, 6): [1.414, 1.414, 2.0, 2.0, 2.0, 2.0]}
+    record, fake = _run(git_repo, line, speed, monkeypatch, lucky=unlucky, attempts=2)
+    assert record.outcome == Outcome.CULPRIT and record.culprit is not None, record.note
+    assert record.culprit.sha == line[6]
+    looks = [s for s in record.steps if s.kind == StepKind.STEP and s.commit.sha == line[6]]
+    assert [s.likeness for s in looks] == [U, B]
+    assert len(looks[0].comparisons) == 2 and 2 < len(looks[1].comparisons) <= 4
+    assert fake.calls.count((0, 6)) == len(looks[1].comparisons)  # pooled, not re-measured
+    # Printed: both looks in the table, the commit's point and lines from its last.
+    from perfctl.render import bisect as text
+
+    numbers = [r[0] for r in text.rows(record) if r[1] == looks[0].commit.short]
+    assert numbers == ["2", "2 again", "verify"]
+    assert not any(line[6][:10] in x for x in text.skipped_lines(record))
+    assert "N again: a second look" in text.format_bisect_markdown(record)
+    # Resumed, the record's last look stands for the commit: nothing is measured.
+    again, fake2 = _run(git_repo, line, speed, monkeypatch, lucky=unlucky, attempts=2)
+    assert fake2.calls == [] and again.culprit == record.culprit
+
+
+def test_fake_a_commit_that_stays_unknown_is_looked_at_once_more_then_a_range(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 2.0 for i in range(6, 10)}
+    record, fake = _run(git_repo, line, speed, monkeypatch, lucky={(0, 6): 1.414}, attempts=2)
+    assert record.outcome == Outcome.RANGE and record.culprit is None
+    assert [c.sha for c in record.candidates] == line[6:8]
+    assert fake.calls.count((0, 6)) == 4  # two attempts, then two more: no third look
 
 
 def test_fake_unverified_culprit_widens_to_a_range(

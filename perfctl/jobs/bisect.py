@@ -51,14 +51,19 @@ class BisectSettings:
         return self.compare.schedule.measure
 
 
-def search(n: int, judge: Callable[[int], Likeness]) -> tuple[int, int, dict[int, Likeness]]:
+def search(
+    n: int,
+    judge: Callable[[int], Likeness],
+    start: tuple[int, int, dict[int, Likeness]] | None = None,
+) -> tuple[int, int, dict[int, Likeness]]:
     """Bisect commits 0 (good) .. n (bad); returns the last good, first bad and every verdict.
 
     A commit judged unknown or skipped is stepped over: the candidate nearest the
     midpoint is tried next (the lower one on a tie), as ``git bisect skip`` does.
+    ``start`` continues an earlier search (its range and verdicts).
     """
-    lo, hi = 0, n
-    judged: dict[int, Likeness] = {}
+    lo, hi, judged = start if start else (0, n, {})
+    judged = dict(judged)
     while True:
         left = [i for i in range(lo + 1, hi) if i not in judged]
         if not left:
@@ -70,6 +75,13 @@ def search(n: int, judge: Callable[[int], Likeness]) -> tuple[int, int, dict[int
             lo = i
         elif judged[i] == Likeness.BAD:
             hi = i
+
+
+def unclear(lo: int, hi: int, judged: dict[int, Likeness], looked: set[int]) -> int | None:
+    """The unknown commit inside the range to look at again (nearest the middle), if any."""
+    left = [i for i in range(lo + 1, hi) if judged.get(i) == Likeness.UNKNOWN and i not in looked]
+    mid = (lo + hi) // 2
+    return min(left, key=lambda j: (abs(j - mid), j)) if left else None
 
 
 def widen(lo: int, hi: int, judged: dict[int, Likeness], n: int) -> tuple[int, int]:
@@ -100,12 +112,24 @@ class _Bisector:
         """Search and verify; the finished record (saved)."""
         good = self.line[0]
 
-        def judge_commit(i: int) -> Likeness:
+        def judge_commit(i: int, attempts: int | None = None) -> Likeness:
             judge = lambda r: classify(r, total)  # noqa: E731
-            step = self.measure(StepKind.STEP, good, self.line[i], judge, self.compare)
+            step = self.measure(StepKind.STEP, good, self.line[i], judge, self.compare, attempts)
             return step.likeness
 
-        lo, hi, judged = search(len(self.line) - 1, judge_commit)
+        n = len(self.line) - 1
+        lo, hi, judged = search(n, judge_commit)
+        # A commit stepped over as unknown may be the culprit itself (a busy spell
+        # widened its interval): before settling for a range, each unknown commit
+        # inside it gets the verification's share of attempts, pooled with its own.
+        looked: set[int] = set()
+        more = self.group.settings.attempts * self.group.settings.verify_factor
+        while (i := unclear(lo, hi, judged, looked)) is not None:
+            looked.add(i)
+            judged[i] = judge_commit(i, more)
+            lo, hi = (i, hi) if judged[i] == Likeness.GOOD else (lo, hi)
+            lo, hi = (lo, i) if judged[i] == Likeness.BAD else (lo, hi)
+            lo, hi, judged = search(n, judge_commit, (lo, hi, judged))
         return self.conclude(lo, hi, judged, total)
 
     def conclude(self, lo: int, hi: int, judged: dict[int, Likeness], total: float) -> Bisection:
@@ -156,16 +180,20 @@ class _Bisector:
         commit: RefInfo,
         judge: Judge,
         cs: CompareSettings,
+        attempts: int | None = None,
         alone: bool = False,
     ) -> Step:
-        """This regime's step for the pair (reused from its record when already finished)."""
+        """This regime's step for the pair (reused from its record when already finished).
+
+        ``attempts`` raises the comparisons pooled before the pair counts as unknown.
+        """
         reused = self.prior.get((kind, base.sha, commit.sha))
         if reused is not None:
             self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
             return self.add(reused)
         name = self.record.regime
         names = [name] if alone else self.group.open_names(name)
-        return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names))
+        return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts))
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""

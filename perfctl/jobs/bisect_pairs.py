@@ -76,14 +76,17 @@ class Pairs:
         judge: Judge,
         cs: CompareSettings,
         names: Sequence[str],
+        attempts: int | None = None,
     ) -> Step:
-        """``name``'s step for the pair: measured (with ``names``) until judged or out of attempts."""
+        """``name``'s step for the pair: measured (with ``names``) until judged or out of
+        attempts (``attempts``, else the bisection's)."""
         pair = self.pair(base, commit, names, kind, cs)
+        limit = attempts or self.attempts
         while not pair.broken and (
             name not in pair.rows
             or (
                 judge(_pool(pair.rows[name], cs)) == Likeness.UNKNOWN
-                and len(pair.ids[name]) < self.attempts
+                and len(pair.ids[name]) < limit
             )
         ):
             seed = len(pair.ids.get(name, ()))

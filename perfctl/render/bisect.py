@@ -53,11 +53,14 @@ def step_cells(number: str, step: Step) -> tuple[str, ...]:
 def rows(b: Bisection) -> list[tuple[str, ...]]:
     """The steps table: confirm first, the search steps numbered, verification last."""
     out = []
-    n = 0
+    numbers: dict[str, int] = {}
     for s in b.steps:
+        label = {StepKind.CONFIRM: "ends", StepKind.VERIFY: "verify"}.get(s.kind, "")
         if s.kind == StepKind.STEP:
-            n += 1
-        label = {StepKind.CONFIRM: "ends", StepKind.VERIFY: "verify"}.get(s.kind, str(n))
+            # A second look at a commit pools its first: the same number, marked.
+            again = s.commit.sha in numbers
+            n = numbers.setdefault(s.commit.sha, len(numbers) + 1)
+            label = f"{n} again" if again else str(n)
         out.append(step_cells(label, s))
     return out
 
@@ -117,7 +120,11 @@ _PROFILE_FILES = (
 
 
 def _legend(b: Bisection) -> list[str]:
-    return [] if b.outcome in (Outcome.NO_REGRESSION, Outcome.FAILED) else [LEGEND]
+    if b.outcome in (Outcome.NO_REGRESSION, Outcome.FAILED):
+        return []
+    if len(b.last_looks()) < len(b.of_kind(StepKind.STEP)):
+        return [f"{LEGEND} N again: a second look at an unknown commit, pooled with the first."]
+    return [LEGEND]
 
 
 def skipped_lines(b: Bisection) -> list[str]:
@@ -125,8 +132,8 @@ def skipped_lines(b: Bisection) -> list[str]:
     return [
         f"{s.likeness}: {s.commit.short} {s.commit.subject}: "
         + (" ".join(s.reason.split()) or "no clear answer")  # one line: a log excerpt
-        for s in b.steps
-        if s.kind == StepKind.STEP and s.likeness in ("skipped", "unknown")
+        for s in b.last_looks()
+        if s.likeness in ("skipped", "unknown")
     ]
 
 

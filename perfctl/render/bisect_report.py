@@ -64,7 +64,7 @@ def bisect_context(b: Bisection, line: Sequence[RefInfo]) -> dict[str, Any]:
 def steps_figure(b: Bisection, line: Sequence[RefInfo]) -> Figure:
     """Change vs GOOD of every measured commit on the commit axis, with the two marks."""
     axis = [_tick(r) for r in line]
-    steps = [s for s in b.steps if s.kind in (StepKind.CONFIRM, StepKind.STEP)]
+    steps = [*b.of_kind(StepKind.CONFIRM), *b.last_looks()]  # a commit's point: its last look
     # Every commit holds a place on the axis, measured or not (an invisible point each:
     # a category axis shows only categories that carry data).
     places = {"type": "scatter", "mode": "markers", "x": axis, "y": [0.0] * len(axis),

@@ -8,7 +8,8 @@ confidence interval of its change lies:
 
 * wholly below halfway: **like good**; wholly above: **like bad**;
 * straddling it: **unknown** (more rounds are added; a commit that stays unknown is
-  stepped over like ``git bisect skip``, and the next-nearest commit is tried);
+  stepped over like ``git bisect skip``, and the next-nearest commit is tried; one
+  left unknown inside the final range gets a second look with more attempts);
 * the regime failing, or the commit not building: **skipped**.
 
 Halfway, not the noise band, because a commit is only "the culprit" if it carries
@@ -116,6 +117,11 @@ class Bisection:
     def of_kind(self, kind: StepKind) -> list[Step]:
         """The steps of one kind, in the order measured."""
         return [s for s in self.steps if s.kind == kind]
+
+    def last_looks(self) -> list[Step]:
+        """The search steps, one per commit: its last (a second look pools the first)."""
+        last = {s.commit.sha: s for s in self.of_kind(StepKind.STEP)}
+        return [s for s in self.of_kind(StepKind.STEP) if last[s.commit.sha] is s]
 
     @property
     def seconds(self) -> float:
