@@ -14,7 +14,7 @@ from perfctl.jobs import bisect as job
 from perfctl.jobs import bisect_pairs
 from perfctl.jobs.compare import COMPARE_FAST
 from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Status
-from perfctl.stats import verdicts
+from perfctl.stats import bisection, verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
 from perfctl.store.bisects import load_bisection
 from tests.conftest import GitRepo, run_cli
@@ -38,14 +38,14 @@ def _judge_line(culprit: int, odd: dict[int, Likeness] | None = None):
 def test_search_finds_every_culprit_in_log2_steps(n: int) -> None:
     for culprit in range(1, n + 1):
         judge, seen = _judge_line(culprit)
-        lo, hi, _ = job.search(n, judge)
+        lo, hi, _ = bisection.search(n, judge)
         assert (lo, hi) == (culprit - 1, culprit)
         assert len(seen) <= max(n - 1, 0).bit_length()
 
 
 def test_search_steps_over_skipped_and_unknown_commits() -> None:
     judge, seen = _judge_line(6, {3: S, 4: U})
-    lo, hi, judged = job.search(9, judge)
+    lo, hi, judged = bisection.search(9, judge)
     assert (lo, hi) == (5, 6)
     assert seen == [4, 3, 5, 7, 6]  # midpoint 4, then its neighbours
     assert judged[3] == S and judged[4] == U
@@ -53,14 +53,14 @@ def test_search_steps_over_skipped_and_unknown_commits() -> None:
 
 def test_search_leaves_a_range_when_the_commits_between_are_skipped() -> None:
     judge, _ = _judge_line(5, {3: S, 4: S})
-    lo, hi, _ = job.search(8, judge)
+    lo, hi, _ = bisection.search(8, judge)
     assert (lo, hi) == (2, 5)  # culprit is 3, 4 or 5
 
 
 def test_widen_takes_one_judged_step_out_on_each_side() -> None:
     judged = {4: G, 2: G, 6: B, 5: B, 3: S}
-    assert job.widen(4, 5, judged, 9) == (2, 6)
-    assert job.widen(0, 1, {1: B}, 9) == (0, 9)
+    assert bisection.widen(4, 5, judged, 9) == (2, 6)
+    assert bisection.widen(0, 1, {1: B}, 9) == (0, 9)
 
 
 def _row(change: float, low: float, high: float, verdict: str = "regressed") -> RegimeComparison:

@@ -14,7 +14,7 @@ stored comparison; each regime's record is saved after each step, so a re-run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from perfctl.config import Config
@@ -32,6 +32,9 @@ from perfctl.stats.bisection import (
     Step,
     StepKind,
     classify,
+    search,
+    unclear,
+    widen,
 )
 
 
@@ -49,46 +52,6 @@ class BisectSettings:
     def measure(self) -> str:
         """The signal compared: time, instructions or memory."""
         return self.compare.schedule.measure
-
-
-def search(
-    n: int,
-    judge: Callable[[int], Likeness],
-    start: tuple[int, int, dict[int, Likeness]] | None = None,
-) -> tuple[int, int, dict[int, Likeness]]:
-    """Bisect commits 0 (good) .. n (bad); returns the last good, first bad and every verdict.
-
-    A commit judged unknown or skipped is stepped over: the candidate nearest the
-    midpoint is tried next (the lower one on a tie), as ``git bisect skip`` does.
-    ``start`` continues an earlier search (its range and verdicts).
-    """
-    lo, hi, judged = start if start else (0, n, {})
-    judged = dict(judged)
-    while True:
-        left = [i for i in range(lo + 1, hi) if i not in judged]
-        if not left:
-            return lo, hi, judged
-        mid = (lo + hi) // 2
-        i = min(left, key=lambda j: (abs(j - mid), j))
-        judged[i] = judge(i)
-        if judged[i] == Likeness.GOOD:
-            lo = i
-        elif judged[i] == Likeness.BAD:
-            hi = i
-
-
-def unclear(lo: int, hi: int, judged: dict[int, Likeness], looked: set[int]) -> int | None:
-    """The unknown commit inside the range to look at again (nearest the middle), if any."""
-    left = [i for i in range(lo + 1, hi) if judged.get(i) == Likeness.UNKNOWN and i not in looked]
-    mid = (lo + hi) // 2
-    return min(left, key=lambda j: (abs(j - mid), j)) if left else None
-
-
-def widen(lo: int, hi: int, judged: dict[int, Likeness], n: int) -> tuple[int, int]:
-    """One judged step further out on each side: the range if one boundary step was wrong."""
-    goods = [i for i, v in judged.items() if v == Likeness.GOOD and i < lo]
-    bads = [i for i, v in judged.items() if v == Likeness.BAD and i > hi]
-    return max(goods, default=0), min(bads, default=n)
 
 
 class _Bisector:
