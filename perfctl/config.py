@@ -47,6 +47,7 @@ KNOWN_KEYS = {
     "plan",
     "rounds",
     "time_budget",
+    "burst_wait",
     "ci",
 }
 PROJECT_MARKERS = ("pyproject.toml", "perfctl.toml", ".git")
@@ -73,6 +74,7 @@ class Config:
     alpha: float = 0.05
     rounds: int | None = None
     time_budget: float | None = None
+    burst_wait: float | None = None
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
     # A postgresql:// URL (may hold a password): never in a repr or a message.
@@ -178,6 +180,16 @@ def _positive(
     return value
 
 
+def _seconds(table: dict[str, Any], key: str, path: Path | None) -> float | None:
+    """A number of seconds, 0 or more, or None when absent."""
+    value = _expect(table, key, (int, float), path)
+    if value is not None and (isinstance(value, bool) or not 0 <= value < math.inf):
+        raise ConfigError(
+            f"{path}: `{key}` = {value!r} must be 0 or more seconds", "or leave it out"
+        )
+    return None if value is None else float(value)
+
+
 def _store(table: dict[str, Any], source: Path | None) -> tuple[str | None, str | None]:
     """The `store` key when it names a directory, and the shared store's URL (env first)."""
     from perfctl.store import url
@@ -240,6 +252,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         alpha=_bounded(table, "alpha", source, 0.05, low=0.0, high=1.0),
         rounds=_positive(table, "rounds", int, source),
         time_budget=_positive(table, "time_budget", (int, float), source),
+        burst_wait=_seconds(table, "burst_wait", source),
         plan=dict(_expect(table, "plan", dict, source) or {}),
         ci=dict(_expect(table, "ci", dict, source) or {}),
     )

@@ -58,6 +58,9 @@ class FakeExecutor:
     loads: tuple[float, ...] = (0.5,)  # load averages read in turn (the last one repeats)
     cpus: int = 2
     load_reads: int = 0
+    busy_cpus: tuple[float, ...] = (0.0,)  # CPUs other work keeps busy, read in turn
+    busy_reads: int = 0
+    slept: float = 0.0
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -80,6 +83,18 @@ class FakeExecutor:
         reading = self.loads[min(self.load_reads, len(self.loads) - 1)]
         self.load_reads += 1
         return reading, self.cpus
+
+    def busy(self) -> tuple[float | None, int | None]:
+        """The scripted CPUs busy (the last one repeats); a sample takes 0.25 s."""
+        reading = self.busy_cpus[min(self.busy_reads, len(self.busy_cpus) - 1)]
+        self.busy_reads += 1
+        self.clock += 0.25
+        return reading, self.cpus
+
+    def sleep(self, seconds: float) -> None:
+        """Moves the fake clock on."""
+        self.slept += seconds
+        self.clock += seconds
 
     def prepare(
         self, config: Config, ref: str, *, rebuild: bool, log: Callable[[str], None]

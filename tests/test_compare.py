@@ -113,6 +113,31 @@ def test_regression_then_improvement_then_no_change(repo: GitRepo) -> None:
         assert row["verdict"] in ("no change", "within noise", "inconclusive"), row
 
 
+def test_burst_wait_holds_rounds_while_other_work_fills_the_cpus(repo: GitRepo) -> None:
+    # One spinning process per CPU: /proc/stat sees every CPU busy, so the first round
+    # is held for --burst-wait and the rest of the regime is measured into the load.
+    spin = [sys.executable, "-c", "while True: pass"]
+    hogs = [subprocess.Popen(spin) for _ in range(os.cpu_count() or 1)]
+    try:
+        proc = run_cli(
+            "compare", "c1", "c3", *FAST, "--regime", "work", "--burst-wait", "2",
+            "--format", "json", cwd=repo.path,
+        )  # fmt: skip
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(
+        r"work: other work kept \d\.\d of \d+ CPUs busy for \d s: measuring into it", proc.stderr
+    )
+    data = json.loads(proc.stdout)
+    assert verdicts(proc)["work"]["verdict"] == "regressed"
+    assert data["settings"]["burst_wait"] == 2.0 and data["settings"]["burst_held"] >= 2.0
+    (said,) = [w for w in data["warnings"] if w.startswith("waited ")]
+    assert "the load outlasted --burst-wait 2 s for work" in said
+
+
 def test_fail_on_regression_and_markdown(repo: GitRepo) -> None:
     proc = run_cli(
         "compare",

@@ -8,6 +8,7 @@ The unit tier (tests/conftest.py) holds these tests to starting no process but g
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -199,3 +200,62 @@ def test_the_load_is_the_executors_reading_not_the_test_machines(tmp_path: Path)
     assert busy.load_reads == 3  # before the first regime and after each
     assert c.settings["load_average"] == [0.5, 3.5]
     assert any("load average up to 3.5 on 2 CPUs" in w for w in c.warnings)
+
+
+def test_a_burst_of_other_work_holds_the_round_until_it_passes(tmp_path: Path) -> None:
+    # Other work fills both CPUs for the first three samples (0.25 s each, a 1 s sleep
+    # after each), then leaves: the first round waits, the rest do not.
+    fake = FakeExecutor(SLOWER, busy_cpus=(1.9, 1.9, 1.9, 0.2))
+    said: list[str] = []
+    c = compare_refs(
+        _project(tmp_path), "a", "b", settings=_settings(burst_wait=10.0), executor=fake,
+        progress=said.append,
+    )  # fmt: skip
+    assert _row(c, "work").verdict == "regressed"
+    assert fake.slept == pytest.approx(3.0)
+    assert said.count("work: waiting for a quiet moment (1.9 of 2 CPUs busy)") == 3
+    assert c.settings["burst_held"] == pytest.approx(4.0)  # 3 s slept, 4 samples
+    (warning,) = [w for w in c.warnings if "waited" in w]
+    assert (
+        warning == "waited 4 s in 1 round(s) for bursts of other work to pass (up to 1.9 CPUs busy)"
+    )
+    assert c.settings["burst_wait"] == 10.0
+
+
+def test_steady_load_is_waited_for_once_per_regime_then_measured(tmp_path: Path) -> None:
+    two = {**SLOWER, ("a", "more"): Dist(1e-3), ("b", "more"): Dist(1e-3)}
+    fake = FakeExecutor(two, busy_cpus=(1.9,))  # never passes
+    said: list[str] = []
+    budget = _settings(burst_wait=3.0, time_budget=1e6)
+    c = compare_refs(
+        _project(tmp_path), "a", "b", settings=budget, executor=fake, progress=said.append
+    )
+    assert _row(c, "work").verdict == "regressed"
+    for name in ("work", "more"):
+        (line,) = [x for x in said if x.startswith(f"{name}: other work kept")]
+        assert re.fullmatch(
+            rf"{name}: other work kept 1\.9 of 2 CPUs busy for \d s: measuring into it", line
+        )
+    assert 6.0 <= c.settings["burst_held"] < 8.0  # 3 s (and a sample) per regime, once
+    (warning,) = [w for w in c.warnings if "waited" in w]
+    assert "outlasted --burst-wait 3 s for work, more" in warning
+
+
+def test_without_burst_wait_the_cpus_are_never_sampled(tmp_path: Path) -> None:
+    fake = FakeExecutor(SLOWER, busy_cpus=(1.9,))
+    c = _compare(tmp_path, fake, _settings())
+    assert fake.busy_reads == 0 and fake.slept == 0
+    assert c.settings["burst_held"] == 0 and not any("waited" in w for w in c.warnings)
+
+
+def test_time_held_is_given_back_to_the_time_budget(tmp_path: Path) -> None:
+    # A budget of 4 s of the fake clock: 2 rounds of 2 s. Holding 3 s first must not
+    # cost a round of measuring.
+    noisy = {("a", "work"): Dist(1e-3, cv=0.3), ("b", "work"): Dist(1e-3, cv=0.3)}
+    held = FakeExecutor(noisy, seconds=1.0, busy_cpus=(1.9, 1.9, 0.1))
+    plain = FakeExecutor(noisy, seconds=1.0)
+    s = {"rounds": 1, "time_budget": 4.0, "max_rounds": 400}
+    _compare(tmp_path / "held", held, _settings(burst_wait=10.0, **s))
+    _compare(tmp_path / "plain", plain, _settings(**s))
+    assert held.slept > 0
+    assert held.rounds() == plain.rounds()

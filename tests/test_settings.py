@@ -54,3 +54,19 @@ def test_out_of_range_config_values_are_config_errors(tmp_path: Path, body: str)
 def test_non_positive_flags_are_usage_errors(flag: str) -> None:
     with pytest.raises(UsageError, match="must be a number above 0"):
         settings_for(**{flag: 0})
+
+
+def test_burst_wait_comes_from_config_and_applies_to_every_preset(tmp_path: Path) -> None:
+    config = load_config(project(tmp_path, "burst_wait = 15\n"))
+    assert settings_for(config=config).schedule.burst_wait == 15.0
+    assert settings_for(config=config, fast=True).schedule.burst_wait == 15.0
+    assert settings_for(config=config, burst_wait=0).schedule.burst_wait == 0.0  # flag wins
+    assert settings_for().schedule.burst_wait == 0.0  # off unless asked for
+
+
+@pytest.mark.parametrize("body", ["burst_wait = -1\n", "burst_wait = nan\n", 'burst_wait = "5"\n'])
+def test_a_bad_burst_wait_is_a_config_error(tmp_path: Path, body: str) -> None:
+    with pytest.raises(ConfigError, match="burst_wait"):
+        load_config(project(tmp_path, body))
+    with pytest.raises(UsageError, match="--burst-wait must be 0 or more seconds"):
+        settings_for(burst_wait=float("inf"))

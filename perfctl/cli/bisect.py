@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from perfctl.cli.common import ANALYSE, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.cli.common import ANALYSE, BurstWaitOpt, Format, ProjectOpt, emit, guarded, out_console
 from perfctl.cli.measure import (
     LockWaitOpt,
     Measure,
@@ -56,6 +56,7 @@ def bisect_cmd(
         float | None,
         typer.Option("--time-budget", min=0, help="Seconds per comparison before it stops."),
     ] = None,
+    burst_wait: BurstWaitOpt = None,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02)."),
@@ -104,6 +105,7 @@ def bisect_cmd(
         values=values,
         min_time=min_time,
         time_budget=time_budget,
+        burst_wait=burst_wait,
         threshold=threshold,
         alpha=alpha,
         regimes=tuple(regimes or ()),

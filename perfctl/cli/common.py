@@ -43,6 +43,17 @@ ProjectOpt = Annotated[
 ]
 
 
+BurstWaitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--burst-wait",
+        min=0,
+        help="Hold a round up to S seconds while other work fills the CPUs (0: never; "
+        "config burst_wait).",
+    ),
+]
+
+
 def print_error(exc: PerfctlError) -> None:
     """Write ``Error:``/``Hint:`` lines to stderr (never a traceback)."""
     sys.stderr.write(f"Error: {one_line(exc.message)}\n")

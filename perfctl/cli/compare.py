@@ -9,6 +9,7 @@ import typer
 
 from perfctl.cli.common import (
     MEASURE,
+    BurstWaitOpt,
     Format,
     ProjectOpt,
     err_console,
@@ -87,6 +88,7 @@ def compare_cmd(
             "--time-budget", min=0, help="Seconds per regime before sequential sampling stops."
         ),
     ] = None,
+    burst_wait: BurstWaitOpt = None,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02 = 2%)."),
@@ -189,6 +191,7 @@ def compare_cmd(
             values=values,
             min_time=min_time,
             time_budget=time_budget,
+            burst_wait=burst_wait,
             threshold=threshold,
             alpha=alpha,
             order=order.value,

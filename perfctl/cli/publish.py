@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfctl.cli.common import MANAGE, PUBLISH, ProjectOpt, emit, guarded
+from perfctl.cli.common import MANAGE, PUBLISH, BurstWaitOpt, ProjectOpt, emit, guarded
 from perfctl.cli.measure import (
     GlobOpt,
     LockWaitOpt,
@@ -169,6 +169,7 @@ def ci_cmd(
     time_budget: Annotated[
         float | None, typer.Option("--time-budget", min=0, help="Seconds per regime.")
     ] = None,
+    burst_wait: BurstWaitOpt = None,
     threshold: Annotated[
         float | None, typer.Option("--threshold", min=0, help="Noise band (0.02 = 2%).")
     ] = None,
@@ -232,6 +233,7 @@ def ci_cmd(
             values=None,
             min_time=None,
             time_budget=time_budget,
+            burst_wait=burst_wait,
             threshold=threshold,
             alpha=alpha,
             order="abba",

@@ -15,7 +15,7 @@ from pathlib import Path
 from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
-from perfctl.jobs.results import side_result, unmeasurable, with_limits, with_load
+from perfctl.jobs.results import side_result, unmeasurable, with_limits, with_load, with_quiet
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
 from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
@@ -26,6 +26,7 @@ from perfctl.jobs.shard import split
 from perfctl.measure import counters, duo, interleave, runner
 from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES
+from perfctl.measure.quiet import Quiet
 from perfctl.model import (
     Comparison,
     Notice,
@@ -80,16 +81,19 @@ def compare_refs(
         # Sampled around every regime: a 1-minute average would miss a busy spell
         # in the middle of a long comparison.
         loads = [executor.load()]
+        quiet = Quiet(settings.schedule.burst_wait)
         measured = {}
         for n in names:
             measured[n] = done.get(n) or _measure_regime(
-                config, store, sides, files, n, settings, say, executor
+                config, store, sides, files, n, settings, say, executor, quiet
             )
             loads.append(executor.load())
         comparison = _assemble(config, sides, measured, settings)
         if settings.confirm:
-            comparison = _confirm(config, store, sides, files, comparison, settings, say, executor)
-        comparison = with_limits(with_load(comparison, loads))
+            comparison = _confirm(
+                config, store, sides, files, comparison, settings, say, executor, quiet
+            )
+        comparison = with_limits(with_quiet(with_load(comparison, loads), quiet))
         if settings.schedule.measure == "instructions":
             from perfctl.jobs.instructions import link_diffs
 
@@ -215,6 +219,7 @@ def _measure_regime(
     settings: CompareSettings,
     say: Progress,
     executor: Executor,
+    quiet: Quiet,
 ) -> dict[str, RegimeResult]:
     infos = {s: sides[s].infos.get(name) for s in SIDES}
     early = unmeasurable({s: sides[s].load_error or "" for s in SIDES}, infos, name)
@@ -231,6 +236,9 @@ def _measure_regime(
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
 
+    def hold(most: float) -> float:
+        return quiet.hold(executor, name, say, most)
+
     with interleave.workdir() as tmp:
         if settings.schedule.measure != "time":
             data = counters.measure_pair(
@@ -243,11 +251,11 @@ def _measure_regime(
                 instructions.keep_graphs(config, runs, name, info.ops, Path(tmp), data)
         elif paired:
             data = duo.measure_same_process(
-                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor, hold
             )
         else:
             data = interleave.measure_pair(
-                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor
+                workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor, hold
             )
         results = {s: side_result(infos[s] or info, data[s], logs[s], Path(tmp), s) for s in SIDES}
         merged = {
@@ -333,6 +341,7 @@ def _confirm(
     settings: CompareSettings,
     say: Progress,
     executor: Executor,
+    quiet: Quiet,
 ) -> Comparison:
     """Re-measure regressed regimes with a fresh seed; keep the regression only if it holds."""
     from perfctl.model import REGRESSED
@@ -343,7 +352,8 @@ def _confirm(
         return c
     again = replace(settings, schedule=replace(settings.schedule, seed=settings.schedule.seed + 1))
     remeasured = {
-        n: _measure_regime(config, store, sides, files, n, again, say, executor) for n in flagged
+        n: _measure_regime(config, store, sides, files, n, again, say, executor, quiet)
+        for n in flagged
     }
     rows = {
         r.name: r

@@ -8,6 +8,7 @@ from pathlib import Path
 from perfctl.measure import runner
 from perfctl.measure.interleave import SIDES, SideData
 from perfctl.measure.machine import busy_warning
+from perfctl.measure.quiet import Quiet
 from perfctl.model import OK, Comparison, RegimeInfo, RegimeResult, Status
 
 
@@ -23,6 +24,16 @@ def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) ->
     return replace(
         c,
         settings={**c.settings, "load_average": span},
+        warnings=(*c.warnings, warning) if warning else c.warnings,
+    )
+
+
+def with_quiet(c: Comparison, quiet: Quiet) -> Comparison:
+    """Record the seconds held for bursts to pass, and say so when any were."""
+    warning = quiet.warning()
+    return replace(
+        c,
+        settings={**c.settings, "burst_held": round(quiet.held, 1)},
         warnings=(*c.warnings, warning) if warning else c.warnings,
     )
 

@@ -77,6 +77,7 @@ def settings_for(
     pairing: str = "process",
     clock: str = "wall",
     measure: str = "time",
+    burst_wait: float | None = None,
     **kw: object,
 ) -> CompareSettings:
     """The settings chosen by flags: a preset, then config keys, then flags win.
@@ -98,6 +99,10 @@ def settings_for(
         # `not given > 0` also refuses nan; inf would never stop.
         if given is not None and not 0 < given < math.inf:
             raise UsageError(f"{flag} must be a number above 0 (got {given:g})", "or leave it out")
+    if burst_wait is not None and not 0 <= burst_wait < math.inf:
+        raise UsageError(
+            f"--burst-wait must be 0 or more seconds (got {burst_wait:g})", "or leave it out"
+        )
     for flag, given in (("--threshold", threshold), ("--alpha", alpha)):
         if given is not None and not math.isfinite(given):
             raise UsageError(f"{flag} must be a number (got {given:g})", "or leave it out")
@@ -118,6 +123,7 @@ def settings_for(
             time_budget = time_budget if time_budget is not None else config.time_budget
         threshold = threshold if threshold is not None else config.threshold
         alpha = alpha if alpha is not None else config.alpha
+        burst_wait = burst_wait if burst_wait is not None else config.burst_wait
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = s.schedule
     first = rounds if rounds is not None else sched.rounds
@@ -135,6 +141,7 @@ def settings_for(
         clock=clock,
         measure=measure,
         threshold=threshold if threshold is not None else sched.threshold,
+        burst_wait=burst_wait if burst_wait is not None else sched.burst_wait,
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]

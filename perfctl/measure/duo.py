@@ -72,6 +72,7 @@ def measure_same_process(
     is_clear: IsClear,
     progress: Callable[[int], None] | None = None,
     executor: Executor = PYPERF,
+    hold: Callable[[float], float] | None = None,
 ) -> dict[str, SideData]:
     """Calibrate, then rounds of duo processes (``--pairing same-process``); pyperf files kept."""
     why = unsupported(workers)
@@ -84,7 +85,9 @@ def measure_same_process(
     )
     if not loops:
         return data
-    data = measure_duo(workers, info, sched, loops, logs["base"], tmp, is_clear, progress, executor)
+    data = measure_duo(
+        workers, info, sched, loops, logs["base"], tmp, is_clear, progress, executor, hold
+    )
     for s in SIDES:
         data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
     return data
@@ -100,14 +103,18 @@ def measure_duo(
     is_clear: IsClear,
     progress: Callable[[int], None] | None = None,
     executor: Executor = PYPERF,
+    hold: Callable[[float], float] | None = None,
 ) -> dict[str, SideData]:
-    """Rounds of duo processes until the paired answer is clear (or the budget ends)."""
+    """Rounds of duo processes until the paired answer is clear (or the budget ends);
+    ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`."""
     data = {s: SideData(loops=loops) for s in SIDES}
     clock = executor.now
     deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
     soft_end = clock() + sched.time_budget
     values = max(sched.values, DUO_VALUES)
     for i in range(sched.max_rounds):
+        if hold is not None:
+            soft_end += hold(max(0.0, (deadline - clock()) / 4))
         started = clock()
         spec = DuoSpec(loops=loops, values=values, n=i, tmp=tmp, clock=sched.clock)
         got = executor.run_duo(workers, info, spec, log=log, timeout=max(deadline - started, 1.0))

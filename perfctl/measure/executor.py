@@ -4,8 +4,8 @@
 (:mod:`perfctl.measure.interleave`, :mod:`perfctl.measure.duo`) never start a
 process themselves; they ask an :class:`Executor` to build a ref's environment,
 probe its regimes, run one calibration process, one worker process for one side
-of one regime or one same-process (duo) worker, tell the time and read the
-machine's load.
+of one regime or one same-process (duo) worker, tell the time, read the
+machine's load and wait.
 :class:`PyperfExecutor` is the real one (uv environments, the probe worker,
 pyperf worker processes, the monotonic clock); the unit tests script a fake one
 (``tests/fakes.py``), so the orchestration logic (sequential sampling, resume,
@@ -73,6 +73,14 @@ class Executor(Protocol):
         """The 1-minute load average and the CPU count (either None where unknown)."""
         ...
 
+    def busy(self) -> tuple[float | None, int | None]:
+        """CPUs kept busy by other work over a short sample, and the CPU count."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait (the clock of :meth:`now` moves on)."""
+        ...
+
     def prepare(
         self, config: Config, ref: str, *, rebuild: bool, log: Callable[[str], None]
     ) -> Target:
@@ -118,6 +126,16 @@ class PyperfExecutor:
         from perfctl.measure.machine import load_average
 
         return load_average(), os.cpu_count()
+
+    def busy(self) -> tuple[float | None, int | None]:
+        """/proc/stat over 0.2 s."""
+        from perfctl.measure.machine import cpus_busy
+
+        return cpus_busy(), os.cpu_count()
+
+    def sleep(self, seconds: float) -> None:
+        """time.sleep."""
+        time.sleep(seconds)
 
     def prepare(
         self, config: Config, ref: str, *, rebuild: bool, log: Callable[[str], None]

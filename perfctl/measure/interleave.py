@@ -44,6 +44,9 @@ class Schedule:
     # "time" (pyperf wall time), or a counter: "instructions" (callgrind) or "memory"
     # (tracemalloc), one value per process, measured by measure/counters.py.
     measure: str = "time"
+    # Seconds a round may be held while other work fills the CPUs (measure/quiet.py);
+    # 0 measures into bursts.
+    burst_wait: float = 0.0
 
 
 @dataclass
@@ -132,8 +135,13 @@ def measure_pair(
     is_clear: Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool],
     progress: Callable[[int], None] | None = None,
     executor: Executor = PYPERF,
+    hold: Callable[[float], float] | None = None,
 ) -> dict[str, SideData]:
-    """Measure one regime on both sides, interleaved; stops early once clear."""
+    """Measure one regime on both sides, interleaved; stops early once clear.
+
+    ``hold`` is asked before each round to wait out a burst of other work; the time
+    it held is added to the time budget, which is for measuring.
+    """
     data = {s: SideData() for s in SIDES}
     clock = executor.now
     deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
@@ -146,6 +154,8 @@ def measure_pair(
     jobs = {s: Job(s, workers[s], info, logs[s]) for s in SIDES}
     rng, n = random.Random(sched.seed), 0
     for i in range(sched.max_rounds):
+        if hold is not None:  # at most a quarter of what is left before the timeout
+            soft_end += hold(max(0.0, (deadline - clock()) / 4))
         started = clock()
         for side in round_order(i, sched, rng):
             _one(executor, jobs[side], sched, loops, tmp, n, deadline, data[side])

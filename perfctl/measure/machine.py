@@ -97,6 +97,31 @@ def load_average() -> float | None:
         return None
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat; None where there is none."""
+    first = _read("/proc/stat").partition("\n")[0].split()
+    if len(first) < 5 or first[0] != "cpu":
+        return None
+    ticks = [int(x) for x in first[1:9]]  # user nice system idle iowait irq softirq steal
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return sum(ticks) - idle, sum(ticks)
+
+
+def cpus_busy(window: float = 0.2) -> float | None:
+    """How many CPUs were busy over the next ``window`` seconds (steal time counts).
+
+    Sampled while perfctl itself sleeps, so it is other work's share.
+    """
+    import time
+
+    before = _cpu_ticks()
+    time.sleep(window)
+    after = _cpu_ticks()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+
+
 def busy_warning(loads: list[float | None], cpus: int | None) -> str | None:
     """A warning when the machine was busier than its CPUs while measuring.
 
