@@ -1,0 +1,327 @@
+"""The noisy-machine benchmark (issue: verdicts that hold on a busy machine).
+
+Builds a small project as a real git repository in a temporary directory, with
+four commits, tagged:
+
+* ``A``   the base: ``work()`` takes about 100 µs of pure Python;
+* ``A2``  identical code, only a comment edited (A/A with ``A``);
+* ``P5``  ``work()`` made 5% slower (5% more loop iterations, checked in-process);
+* ``P2``  ``work()`` made 2% slower.
+
+Two regimes: ``work`` (in-process) and ``pipe`` (a line to a child process and back
+over pipes: a two-process round trip that no commit changes). Each trial runs
+``perfctl compare`` A→A2, A→P5 and A→P2, so every trial gives four unchanged
+regime results (``work`` in A→A2, ``pipe`` in all three), one +5% and one +2%.
+
+Conditions, each a block of trials, the competitor started and stopped by this
+script:
+
+* ``quiet``: no competitor (whatever else the machine runs is noted as its load);
+* ``hog``: one CPU-bound process (``while True: pass``), not pinned;
+* ``bursty``: one process busy for 1 s, idle for 1 s, in turn.
+
+Designs, each trial running every design in rotating order so that drift hits
+them alike: ``today`` (the defaults), ``burst-wait`` (``--burst-wait 10``), and
+any ``--design NAME='ARGS'`` given. Every comparison runs at the default
+settings otherwise.
+
+Every result is appended to a JSONL file as it finishes; the table is printed at
+the end (or with ``--summarize FILE...``): per condition and design, A/A false
+verdicts, the share of unchanged results called ``no change`` and
+``inconclusive``, +5% and +2% detection, +2% reported as ``no change`` with a CI
+that excludes +2% (an honesty miss), the ``pipe`` regime's own A/A figures, and the
+median wall time per regime for the clear change and for unchanged ones, each
+rate with its Wilson 95% interval.
+
+Usage:
+    python benchmarks/noisy_machine.py --n 20
+    python benchmarks/noisy_machine.py --n 5 --conditions bursty --designs today,burst-wait
+    python benchmarks/noisy_machine.py --summarize /tmp/perfctl-bench/noisy-*.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _peers import commit, init_repo, load, rate, timed, tool
+
+RESULTS = Path(tempfile.gettempdir()) / "perfctl-bench"
+ALARMS = ("regressed", "improved")
+PAIRS = {"A2": 0.0, "P5": 0.05, "P2": 0.02}  # head tag -> the change injected into `work`
+DESIGNS = {"today": [], "burst-wait": ["--burst-wait", "10"]}
+
+PYPROJECT = """[project]
+name = "noisy"
+version = "0.1.0"
+
+[tool.perfctl]
+regimes = ["perf_regimes.py"]
+install = false
+pythonpath = ["."]
+"""
+
+MODULE = '''"""The workload of perfctl's noisy-machine benchmark."""
+
+# {comment}
+N = {n}
+EXTRA = {extra}  # extra iterations: 0 on A and A2, +5% on P5, +2% on P2
+
+
+def work() -> int:
+    """Sum of i*i for i < N + EXTRA (about 100 us on the machine that built it)."""
+    total = 0
+    for i in range(N + EXTRA):
+        total += i * i
+    return total
+'''
+
+REGIMES = '''from perfctl import regime
+
+ECHO = "import sys\\nfor line in iter(sys.stdin.buffer.readline, b''):\\n" \\
+    "    sys.stdout.buffer.write(line)\\n    sys.stdout.buffer.flush()\\n"
+
+
+@regime
+def work():
+    """noisy.work(), about 100 us in-process."""
+    import noisy
+
+    return noisy.work
+
+
+@regime
+def pipe():
+    """A line to a child process and back over pipes (two processes)."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    stdin, stdout = child.stdin, child.stdout
+
+    def run():
+        stdin.write(b"ping\\n")
+        stdin.flush()
+        stdout.readline()
+
+    yield run
+    child.kill()
+    child.wait()
+'''
+
+COMPETITORS = {
+    "quiet": None,
+    "hog": "while True: pass",
+    "bursty": (
+        "import time\n"
+        "while True:\n"
+        "    end = time.monotonic() + 1.0\n"
+        "    while time.monotonic() < end: pass\n"
+        "    time.sleep(1.0)\n"
+    ),
+}
+
+
+def build(root: Path) -> dict[str, Any]:
+    """The repository with A, A2, P5 and P2; the calibration it used."""
+    from false_alarms import calibrate  # ~100 µs of CPU, checked linear in iterations
+
+    n, _, _ = calibrate()
+    init_repo(root)
+    (root / ".gitignore").write_text(".perfctl/\n__pycache__/\n")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "perf_regimes.py").write_text(REGIMES)
+    mod = root / "noisy.py"
+    extras = {"A": 0, "A2": 0, "P5": round(0.05 * n), "P2": round(0.02 * n)}
+    shas = {}
+    for tag, extra in extras.items():
+        comment = "only this comment differs" if tag == "A2" else f"revision {tag}"
+        mod.write_text(MODULE.format(comment=comment, n=n, extra=extra))
+        shas[tag] = commit(root, f"{tag}: extra {extra}", tag)
+    return {"n": n, "extras": extras, "shas": shas}
+
+
+def compare(root: Path, head: str, args: list[str]) -> dict[str, Any]:
+    """One default `perfctl compare A HEAD`; its rows by regime and its wall time."""
+    t = timed([tool("perfctl"), "compare", "A", head, "--format", "json", *args], root)
+    try:
+        out = json.loads(t.stdout)
+    except ValueError:
+        return {"wall": t.wall, "rc": t.rc, "rows": {}, "error": (t.stderr or t.stdout)[-500:]}
+    rows = {
+        r["name"]: {
+            "verdict": r["verdict"],
+            "change": r.get("change"),
+            "ci": [r.get("ci_low"), r.get("ci_high")],
+            "processes": len(r.get("base_values") or ()),
+            "reason": r.get("reason", ""),
+        }
+        for r in out.get("regimes", [])
+    }
+    return {
+        "wall": t.wall,
+        "rc": t.rc,
+        "rows": rows,
+        "id": out.get("id"),
+        "held": (out.get("settings") or {}).get("burst_held"),
+        "warnings": out.get("warnings", []),
+    }
+
+
+def start(condition: str) -> subprocess.Popen[bytes] | None:
+    """The condition's competitor, running."""
+    code = COMPETITORS[condition]
+    return None if code is None else subprocess.Popen([sys.executable, "-c", code])
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Every condition × trial × design; the JSONL file written."""
+    work = Path(args.workdir)
+    root = work / "project"
+    meta_file = work / "meta.json"
+    if meta_file.exists():
+        meta = json.loads(meta_file.read_text())
+    else:
+        work.mkdir(parents=True, exist_ok=True)
+        meta = build(root)
+        meta_file.write_text(json.dumps(meta, indent=2))
+    designs = {**{k: DESIGNS[k] for k in args.designs.split(",") if k in DESIGNS}}
+    for spec in args.design:
+        name, _, extra = spec.partition("=")
+        designs[name] = shlex.split(extra)
+    for head in PAIRS:  # builds the environments: not counted
+        timed([tool("perfctl"), "compare", "A", head, "--fast", "--format", "json"], root)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    print(f"writing {out}", file=sys.stderr)
+    for condition in args.conditions.split(","):
+        hog = start(condition)
+        try:
+            for i in range(args.n):
+                names = list(designs)
+                names = names[i % len(names) :] + names[: i % len(names)]
+                for design in names:
+                    for head, injected in PAIRS.items():
+                        before = load()
+                        got = compare(root, head, designs[design])
+                        rec = {
+                            "condition": condition,
+                            "design": design,
+                            "args": designs[design],
+                            "trial": i,
+                            "head": head,
+                            "injected": injected,
+                            "load_before": before,
+                            "load_after": load(),
+                            **got,
+                        }
+                        with out.open("a") as f:
+                            f.write(json.dumps(rec) + "\n")
+                        verdicts = {k: v["verdict"] for k, v in got["rows"].items()}
+                        print(
+                            f"{condition} {design} #{i} A→{head}: {verdicts} "
+                            f"({got['wall']:.0f} s, load {before})",
+                            file=sys.stderr,
+                        )
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+    return out
+
+
+def _results(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (compare, regime): what was injected into that regime."""
+    rows = []
+    for r in recs:
+        n = max(1, len(r["rows"]))
+        for name, row in r["rows"].items():
+            injected = r["injected"] if name == "work" else 0.0
+            rows.append({**row, "regime": name, "injected": injected, "wall": r["wall"] / n})
+    return rows
+
+
+def _median_s(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.0f} s" if xs else "–"
+
+
+def summarize(recs: list[dict[str, Any]]) -> str:
+    """The Markdown table, one line per condition × design."""
+    lines = [
+        "| condition | design | A/A false verdicts | unchanged: no change | unchanged: "
+        "inconclusive | +5% detected | +2% detected | +2% called no change, CI excluding it "
+        "| pipe A/A false | pipe: no change | median s/regime, +5% | median s/regime, "
+        "unchanged | load (1-min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    cells = list(dict.fromkeys((r["condition"], r["design"]) for r in recs))
+    for condition, design in cells:
+        mine = [r for r in recs if r["condition"] == condition and r["design"] == design]
+        rows = _results(mine)
+        same = [r for r in rows if r["injected"] == 0.0]
+        p5 = [r for r in rows if r["injected"] == 0.05]
+        p2 = [r for r in rows if r["injected"] == 0.02]
+        pipe = [r for r in same if r["regime"] == "pipe"]
+        dishonest = [r for r in p2 if r["verdict"] == "no change" and (r["ci"][1] or 0.0) < 0.02]
+        loads = [float(r["load_before"].split()[0]) for r in mine]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    condition,
+                    design,
+                    rate(sum(r["verdict"] in ALARMS for r in same), len(same)),
+                    rate(sum(r["verdict"] == "no change" for r in same), len(same)),
+                    rate(sum(r["verdict"] == "inconclusive" for r in same), len(same)),
+                    rate(sum(r["verdict"] == "regressed" for r in p5), len(p5)),
+                    rate(sum(r["verdict"] == "regressed" for r in p2), len(p2)),
+                    f"{len(dishonest)}/{len(p2)}",
+                    rate(sum(r["verdict"] in ALARMS for r in pipe), len(pipe)),
+                    rate(sum(r["verdict"] == "no change" for r in pipe), len(pipe)),
+                    _median_s([r["wall"] for r in p5]),
+                    _median_s([r["wall"] for r in same]),
+                    f"{statistics.median(loads):.1f} ({min(loads):.1f}–{max(loads):.1f})"
+                    if loads
+                    else "–",
+                ]
+            )
+            + " |"
+        )
+    lines.append(
+        "\nWall time per regime is the comparison's wall time over its regimes (both "
+        "regimes of one comparison share it). Rates: k/n = p% [Wilson 95%]."
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=20, help="trials per condition and design")
+    ap.add_argument("--conditions", default="quiet,hog,bursty")
+    ap.add_argument("--designs", default="today,burst-wait", help="built-in designs to run")
+    ap.add_argument(
+        "--design", action="append", default=[], help="NAME='perfctl compare args' (repeatable)"
+    )
+    ap.add_argument("--workdir", default=str(RESULTS / "noisy-work"))
+    ap.add_argument("--summarize", nargs="+", help="summarize these JSONL files only")
+    args = ap.parse_args()
+    if args.summarize:
+        recs = [json.loads(x) for f in args.summarize for x in Path(f).read_text().splitlines()]
+    else:
+        path = run(args)
+        recs = [json.loads(x) for x in path.read_text().splitlines()]
+    print(summarize(recs))
+
+
+if __name__ == "__main__":
+    main()
