@@ -188,7 +188,14 @@ def perfctl_rev() -> str:
     installed editable and may change between trials)."""
     pkg = Path(perfctl.__file__).parent
     digest = hashlib.sha256()
-    for name in ("stats.py", "verdicts.py", "interleave.py", "compare.py", "runner.py"):
+    for name in (
+        "stats/decision.py",
+        "stats/verdicts.py",
+        "measure/interleave.py",
+        "measure/quiet.py",
+        "measure/runner.py",
+        "jobs/compare.py",
+    ):
         digest.update((pkg / name).read_bytes())
     return f"{git(pkg, 'describe', '--always', '--dirty')}+src:{digest.hexdigest()[:10]}"
 

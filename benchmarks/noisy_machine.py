@@ -82,12 +82,30 @@ def work() -> int:
     for i in range(N + EXTRA):
         total += i * i
     return total
-'''
 
-REGIMES = '''from perfctl import regime
 
 ECHO = "import sys\\nfor line in iter(sys.stdin.buffer.readline, b''):\\n" \\
     "    sys.stdout.buffer.write(line)\\n    sys.stdout.buffer.flush()\\n"
+
+
+def echo():
+    """A child process that echoes lines (no commit changes it)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+
+
+def ping(child) -> None:
+    """One line to the child and back."""
+    child.stdin.write(b"ping\\n")
+    child.stdin.flush()
+    child.stdout.readline()
+'''
+
+REGIMES = '''from perfctl import regime
 
 
 @regime
@@ -101,20 +119,10 @@ def work():
 @regime
 def pipe():
     """A line to a child process and back over pipes (two processes)."""
-    import subprocess
-    import sys
+    import noisy
 
-    child = subprocess.Popen(
-        [sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    stdin, stdout = child.stdin, child.stdout
-
-    def run():
-        stdin.write(b"ping\\n")
-        stdin.flush()
-        stdout.readline()
-
-    yield run
+    child = noisy.echo()
+    yield lambda: noisy.ping(child)
     child.kill()
     child.wait()
 '''
@@ -201,6 +209,9 @@ def run(args: argparse.Namespace) -> Path:
         designs[name] = shlex.split(extra)
     for head in PAIRS:  # builds the environments: not counted
         timed([tool("perfctl"), "compare", "A", head, "--fast", "--format", "json"], root)
+    from false_alarms import perfctl_rev as rev
+
+    perfctl_rev = rev()
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     print(f"writing {out}", file=sys.stderr)
@@ -215,6 +226,7 @@ def run(args: argparse.Namespace) -> Path:
                         before = load()
                         got = compare(root, head, designs[design])
                         rec = {
+                            "perfctl": perfctl_rev,
                             "condition": condition,
                             "design": design,
                             "args": designs[design],

@@ -259,3 +259,18 @@ def test_time_held_is_given_back_to_the_time_budget(tmp_path: Path) -> None:
     _compare(tmp_path / "plain", plain, _settings(**s))
     assert held.slept > 0
     assert held.rounds() == plain.rounds()
+
+
+@pytest.mark.parametrize(
+    ("busy", "cpus", "holds"),
+    [(0.2, 2, False), (0.3, 2, True), (1.1, 2, True), (0.1, 1, False), (0.3, 1, True),
+     (14.0, 16, False), (14.5, 16, True)],
+)  # fmt: skip
+def test_a_round_waits_while_fewer_than_two_cpus_are_free(
+    busy: float, cpus: int, holds: bool
+) -> None:
+    from perfctl.measure.quiet import Quiet
+
+    fake = FakeExecutor({}, busy_cpus=(busy, 0.0), cpus=cpus)
+    Quiet(5.0).hold(fake, "work", lambda _m: None, most=60.0)
+    assert (fake.slept > 0) == holds

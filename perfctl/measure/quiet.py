@@ -5,8 +5,8 @@ the same runner) gives both of its processes a slower machine than the rounds ar
 it, and a burst that hits one side of an ABBA pair more than the other reads as a
 change. Before each round, :class:`Quiet` samples how many CPUs other work keeps
 busy (``/proc/stat``, a short window: perfctl itself sleeps while it samples) and,
-while that leaves the worker less than three quarters of a CPU, waits, up to
-``limit`` seconds per round. A burst that outlasts the limit is not a burst: the load is steady, and
+while that leaves fewer than two CPUs free (on a smaller machine: all but a quarter
+of one), waits, up to ``limit`` seconds per round. A burst that outlasts the limit is not a burst: the load is steady, and
 the regime's remaining rounds are measured without waiting (waiting would only use
 up the time budget). The seconds held are given back to the time budget, which is
 for measuring.
@@ -21,10 +21,12 @@ from perfctl.measure.executor import Executor
 from perfctl.model import Notice
 
 POLL = 1.0  # seconds between samples while held
-# The worker needs a CPU of its own: hold while other work leaves less than this free.
-# (Half a CPU was too lenient: one competitor on 2 CPUs reads ~1.3 busy, and the
-# worker then shares a core with the machine's other processes.)
-HEADROOM = 0.75
+# Hold while fewer CPUs than this are free (at most the machine's count, less a
+# quarter): one for the worker and one for what it talks to (a child process, the
+# kernel's work for its pipes) or perfctl itself. Measured: one competitor on 2 CPUs
+# reads 1.0-1.2 busy between rounds, and a two-process regime's means were then
+# bimodal; three quarters of a CPU free never held there.
+WANTED = 2.0
 
 
 @dataclass
@@ -47,7 +49,7 @@ class Quiet:
         slept = False
         while True:
             busy, cpus = executor.busy()
-            if busy is None or not cpus or cpus - busy >= HEADROOM:
+            if busy is None or not cpus or cpus - busy >= min(WANTED, cpus) - 0.25:
                 break
             waited = executor.now() - start
             self.busiest = max(self.busiest, busy)
