@@ -59,7 +59,11 @@ class _Bisector:
 
     def __init__(self, group: _Group, record: Bisection, prior: Bisection | None) -> None:
         self.group, self.record, self.prior_record = group, record, prior
-        self.prior = {(s.kind, s.base.sha, s.commit.sha): s for s in prior.steps} if prior else {}
+        # Each pair's stored steps in the order measured: a commit's first look, then
+        # its second look, are handed out in that order on a resume.
+        self.prior: dict[tuple[str, str, str], list[Step]] = {}
+        for s in prior.steps if prior else ():
+            self.prior.setdefault((s.kind, s.base.sha, s.commit.sha), []).append(s)
 
     @property
     def line(self) -> tuple[RefInfo, ...]:
@@ -150,7 +154,8 @@ class _Bisector:
 
         ``attempts`` raises the comparisons pooled before the pair counts as unknown.
         """
-        reused = self.prior.get((kind, base.sha, commit.sha))
+        stored = self.prior.get((kind, base.sha, commit.sha))
+        reused = stored.pop(0) if stored else None
         if reused is not None:
             self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
             return self.add(reused)

@@ -5,8 +5,7 @@ the same runner) gives both of its processes a slower machine than the rounds ar
 it, and a burst that hits one side of an ABBA pair more than the other reads as a
 change. Before each round, :class:`Quiet` samples how many CPUs other work keeps
 busy (``/proc/stat``, a short window: perfctl itself sleeps while it samples) and,
-while that leaves fewer than two CPUs free (on a smaller machine: all but a quarter
-of one), waits, up to ``limit`` seconds per round. A burst that outlasts the limit is not a burst: the load is steady, and
+while that leaves fewer than 1.75 CPUs free (on a 1-CPU machine: 0.75), waits, up to ``limit`` seconds per round. A burst that outlasts the limit is not a burst: the load is steady, and
 the regime's remaining rounds are measured without waiting (waiting would only use
 up the time budget). The seconds held are given back to the time budget, which is
 for measuring.
@@ -73,7 +72,7 @@ class Quiet:
 
     def warning(self) -> str | None:
         """What the comparison says about its waiting, if anything happened."""
-        if not self.rounds:
+        if not self.rounds and not self.steady:
             return None
         text = (
             f"waited {self.held:.0f} s in {self.rounds} round(s) for bursts of other work "
