@@ -272,5 +272,5 @@ def test_a_round_waits_while_fewer_than_two_cpus_are_free(
     from perfctl.measure.quiet import Quiet
 
     fake = FakeExecutor({}, busy_cpus=(busy, 0.0), cpus=cpus)
-    Quiet(5.0).hold(fake, "work", lambda _m: None, most=60.0)
+    Quiet(5.0).hold(fake, "work", lambda _m: None, left=60.0)
     assert (fake.slept > 0) == holds

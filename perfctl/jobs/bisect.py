@@ -32,6 +32,7 @@ from perfctl.stats.bisection import (
     Step,
     StepKind,
     classify,
+    narrowed,
     search,
     unclear,
     widen,
@@ -94,8 +95,7 @@ class _Bisector:
         while (i := unclear(lo, hi, judged, looked)) is not None:
             looked.add(i)
             judged[i] = judge_commit(i, more)
-            lo, hi = (i, hi) if judged[i] == Likeness.GOOD else (lo, hi)
-            lo, hi = (lo, i) if judged[i] == Likeness.BAD else (lo, hi)
+            lo, hi = narrowed(lo, hi, i, judged[i])
             lo, hi, judged = search(n, judge_commit, (lo, hi, judged))
         return self.conclude(lo, hi, judged, total)
 

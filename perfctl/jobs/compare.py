@@ -236,8 +236,8 @@ def _measure_regime(
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
 
-    def hold(most: float) -> float:
-        return quiet.hold(executor, name, say, most)
+    def hold(left: float) -> float:
+        return quiet.hold(executor, name, say, left)
 
     with interleave.workdir() as tmp:
         if settings.schedule.measure != "time":

@@ -114,7 +114,7 @@ def measure_duo(
     values = max(sched.values, DUO_VALUES)
     for i in range(sched.max_rounds):
         if hold is not None:
-            soft_end += hold(max(0.0, (deadline - clock()) / 4))
+            soft_end += hold(deadline - clock())
         started = clock()
         spec = DuoSpec(loops=loops, values=values, n=i, tmp=tmp, clock=sched.clock)
         got = executor.run_duo(workers, info, spec, log=log, timeout=max(deadline - started, 1.0))

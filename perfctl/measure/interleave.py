@@ -154,8 +154,8 @@ def measure_pair(
     jobs = {s: Job(s, workers[s], info, logs[s]) for s in SIDES}
     rng, n = random.Random(sched.seed), 0
     for i in range(sched.max_rounds):
-        if hold is not None:  # at most a quarter of what is left before the timeout
-            soft_end += hold(max(0.0, (deadline - clock()) / 4))
+        if hold is not None:  # given the time left before the regime's timeout
+            soft_end += hold(deadline - clock())
         started = clock()
         for side in round_order(i, sched, rng):
             _one(executor, jobs[side], sched, loops, tmp, n, deadline, data[side])

@@ -38,10 +38,11 @@ class Quiet:
     steady: list[str] = field(default_factory=list)  # regimes measured into steady load
     busiest: float = 0.0  # the most CPUs other work kept busy while a round was held
 
-    def hold(self, executor: Executor, name: str, say: Callable[[str], None], most: float) -> float:
-        """Wait until the CPUs are free enough or the limit (at most ``most`` seconds)
-        passes; the seconds spent, sampling included."""
-        limit = min(self.limit, most)
+    def hold(self, executor: Executor, name: str, say: Callable[[str], None], left: float) -> float:
+        """Wait until the CPUs are free enough or the limit passes (never more than a
+        quarter of the ``left`` seconds before the regime's timeout); the seconds
+        spent, sampling included."""
+        limit = min(self.limit, max(0.0, left / 4))
         if limit <= 0 or name in self.steady:
             return 0.0
         start = executor.now()

@@ -170,20 +170,30 @@ def search(
         left = [i for i in range(lo + 1, hi) if i not in judged]
         if not left:
             return lo, hi, judged
-        mid = (lo + hi) // 2
-        i = min(left, key=lambda j: (abs(j - mid), j))
+        i = nearest_middle(left, lo, hi)
         judged[i] = judge(i)
-        if judged[i] == Likeness.GOOD:
-            lo = i
-        elif judged[i] == Likeness.BAD:
-            hi = i
+        lo, hi = narrowed(lo, hi, i, judged[i])
 
 
 def unclear(lo: int, hi: int, judged: dict[int, Likeness], looked: set[int]) -> int | None:
     """The unknown commit inside the range to look at again (nearest the middle), if any."""
     left = [i for i in range(lo + 1, hi) if judged.get(i) == Likeness.UNKNOWN and i not in looked]
+    return nearest_middle(left, lo, hi) if left else None
+
+
+def nearest_middle(candidates: Sequence[int], lo: int, hi: int) -> int:
+    """The candidate nearest the middle of lo..hi (the lower one on a tie)."""
     mid = (lo + hi) // 2
-    return min(left, key=lambda j: (abs(j - mid), j)) if left else None
+    return min(candidates, key=lambda j: (abs(j - mid), j))
+
+
+def narrowed(lo: int, hi: int, i: int, likeness: Likeness) -> tuple[int, int]:
+    """The range after commit ``i`` was judged: like good moves lo, like bad moves hi."""
+    if likeness == Likeness.GOOD:
+        return i, hi
+    if likeness == Likeness.BAD:
+        return lo, i
+    return lo, hi
 
 
 def widen(lo: int, hi: int, judged: dict[int, Likeness], n: int) -> tuple[int, int]:
