@@ -48,6 +48,7 @@ KNOWN_KEYS = {
     "rounds",
     "time_budget",
     "burst_wait",
+    "affinity",
     "ci",
 }
 PROJECT_MARKERS = ("pyproject.toml", "perfctl.toml", ".git")
@@ -75,6 +76,7 @@ class Config:
     rounds: int | None = None
     time_budget: float | None = None
     burst_wait: float | None = None
+    affinity: str | None = None  # a CPU list, checked where it is used (jobs/settings.py)
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
     # A postgresql:// URL (may hold a password): never in a repr or a message.
@@ -190,6 +192,14 @@ def _seconds(table: dict[str, Any], key: str, path: Path | None) -> float | None
     return None if value is None else float(value)
 
 
+def _cpu_list(table: dict[str, Any], path: Path | None) -> str | None:
+    """`affinity`: a CPU list as text (``"0-1,3"``) or one CPU number."""
+    value = _expect(table, "affinity", (str, int), path)
+    if isinstance(value, bool):
+        raise ConfigError(f"{path}: `affinity` = {value!r} must be a CPU list", 'e.g. "0-1"')
+    return None if value is None else str(value)
+
+
 def _store(table: dict[str, Any], source: Path | None) -> tuple[str | None, str | None]:
     """The `store` key when it names a directory, and the shared store's URL (env first)."""
     from perfctl.store import url
@@ -253,6 +263,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         rounds=_positive(table, "rounds", int, source),
         time_budget=_positive(table, "time_budget", (int, float), source),
         burst_wait=_seconds(table, "burst_wait", source),
+        affinity=_cpu_list(table, source),
         plan=dict(_expect(table, "plan", dict, source) or {}),
         ci=dict(_expect(table, "ci", dict, source) or {}),
     )

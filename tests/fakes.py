@@ -58,8 +58,10 @@ class FakeExecutor:
     loads: tuple[float, ...] = (0.5,)  # load averages read in turn (the last one repeats)
     cpus: int = 2
     load_reads: int = 0
-    busy_cpus: tuple[float, ...] = (0.0,)  # CPUs other work keeps busy, read in turn
+    busy_cpus: tuple[float | None, ...] = (0.0,)  # CPUs other work keeps busy, in turn
     busy_reads: int = 0
+    busy_asked: list[tuple[int, ...]] = field(default_factory=list)  # the CPUs sampled
+    pinned: set[tuple[int, ...]] = field(default_factory=set)  # workers' --affinity seen
     slept: float = 0.0
     rng: random.Random = field(init=False)
 
@@ -84,12 +86,15 @@ class FakeExecutor:
         self.load_reads += 1
         return reading, self.cpus
 
-    def busy(self) -> tuple[float | None, int | None]:
-        """The scripted CPUs busy (the last one repeats); a sample takes 0.25 s."""
+    def busy(self, cpus: tuple[int, ...] = ()) -> tuple[float | None, int | None]:
+        """The scripted CPUs busy (the last one repeats); a sample takes 0.25 s.
+
+        Pinned (``cpus``), the count is theirs, as the real one's is."""
         reading = self.busy_cpus[min(self.busy_reads, len(self.busy_cpus) - 1)]
         self.busy_reads += 1
+        self.busy_asked.append(cpus)
         self.clock += 0.25
-        return reading, self.cpus
+        return reading, len(cpus) if cpus else self.cpus
 
     def sleep(self, seconds: float) -> None:
         """Moves the fake clock on."""
@@ -122,6 +127,7 @@ class FakeExecutor:
     def calibrate(self, job: Job, *, min_time: float, timeout: float) -> runner.Outcome:
         """One loop per value, or the scripted failure."""
         ref = job.worker.env[REF_VAR]
+        self.pinned.add(job.worker.affinity)
         self.calls.append(("calibrate", ref, job.regime.name))
         reason = self.fail.get((ref, job.regime.name))
         return runner.Outcome(ok=False, reason=reason) if reason else runner.Outcome(True, loops=1)
@@ -129,6 +135,7 @@ class FakeExecutor:
     def run_process(self, job: Job, spec: ProcessSpec, *, timeout: float) -> runner.Outcome:
         """One process's values drawn from the (ref, regime) distribution."""
         ref, name = job.worker.env[REF_VAR], job.regime.name
+        self.pinned.add(job.worker.affinity)
         self._tick("process", ref, name)
         reason = self.fail.get((ref, name))
         if reason:
@@ -147,6 +154,7 @@ class FakeExecutor:
     ) -> dict[str, list[float]] | str:
         """Both sides in one process: they share its process factor."""
         refs = {s: w.env[REF_VAR] for s, w in workers.items()}
+        self.pinned.update(w.affinity for w in workers.values())
         self._tick("duo", refs["base"], info.name)
         factor = self._factor(refs["base"], info.name)
         return {

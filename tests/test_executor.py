@@ -274,3 +274,48 @@ def test_a_round_waits_while_fewer_than_two_cpus_are_free(
     fake = FakeExecutor({}, busy_cpus=(busy, 0.0), cpus=cpus)
     Quiet(5.0).hold(fake, "work", lambda _m: None, left=60.0)
     assert (fake.slept > 0) == holds
+
+
+def test_affinity_pins_every_worker_and_the_burst_sample_reads_those_cpus(tmp_path: Path) -> None:
+    from perfctl.render.notes import placement_notes
+
+    fake = FakeExecutor(SLOWER, busy_cpus=(0.9, 0.1))
+    c = _compare(tmp_path, fake, _settings(affinity="0", burst_wait=10.0))
+    assert _row(c, "work").verdict == "regressed"
+    assert fake.pinned == {(0,)}  # calibration and every worker process
+    assert fake.busy_asked and set(fake.busy_asked) == {(0,)}
+    # 0.9 of the one pinned CPU busy leaves less than 3/4 of it free: held once
+    assert fake.slept > 0
+    assert c.settings["affinity"] == (0,)
+    assert placement_notes(c) == [
+        "Placement: every worker of both refs was pinned to CPU 0 (--affinity)."
+    ]
+
+
+def test_same_process_workers_are_pinned_too(tmp_path: Path) -> None:
+    fake = FakeExecutor(SLOWER)
+    _compare(tmp_path, fake, _settings(affinity="0", pairing="same-process"))
+    assert fake.rounds("duo") > 0 and fake.pinned == {(0,)}
+
+
+def test_without_affinity_nothing_is_pinned_and_no_placement_is_noted(tmp_path: Path) -> None:
+    from perfctl.render.notes import placement_notes
+
+    fake = FakeExecutor(SLOWER)
+    c = _compare(tmp_path, fake, _settings())
+    assert fake.pinned == {()} and placement_notes(c) == []
+
+
+def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path) -> None:
+    two = {**SLOWER, ("a", "more"): Dist(1e-3), ("b", "more"): Dist(1e-3)}
+    fake = FakeExecutor(two, busy_cpus=(None,))
+    said: list[str] = []
+    c = compare_refs(
+        _project(tmp_path), "a", "b", settings=_settings(burst_wait=10.0), executor=fake,
+        progress=said.append,
+    )  # fmt: skip
+    assert fake.busy_reads == 1 and fake.slept == 0  # not sampled again once blind
+    assert (
+        said.count("--burst-wait: this platform does not show CPU load: rounds are not held") == 1
+    )
+    assert c.settings["burst_held"] == 0

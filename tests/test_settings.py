@@ -70,3 +70,36 @@ def test_a_bad_burst_wait_is_a_config_error(tmp_path: Path, body: str) -> None:
         load_config(project(tmp_path, body))
     with pytest.raises(UsageError, match="--burst-wait must be 0 or more seconds"):
         settings_for(burst_wait=float("inf"))
+
+
+def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> None:
+    assert settings_for(affinity="0").schedule.affinity == (0,)
+    assert settings_for().schedule.affinity == ()  # placement left to the OS by default
+    config = load_config(project(tmp_path, "affinity = 0\n"))
+    assert settings_for(config=config).schedule.affinity == (0,)
+    # counters do not see where a process ran: their workers are never pinned
+    assert settings_for(affinity="0", measure="instructions").schedule.affinity == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("x", "`x` is not a CPU number or range"), ("1-0", "`1-0` runs backwards"),
+     ("0,", "`` is not a CPU number"), ("100000", "CPU 100000 is not one perfctl may run on")],
+)  # fmt: skip
+def test_a_bad_affinity_is_a_usage_error(text: str, said: str) -> None:
+    with pytest.raises(UsageError, match=said) as err:
+        settings_for(affinity=text)
+    assert err.value.hint
+
+
+@pytest.mark.parametrize("body", ["affinity = true\n", "affinity = [0]\n"])
+def test_a_bad_affinity_in_config_is_a_config_error(tmp_path: Path, body: str) -> None:
+    with pytest.raises(ConfigError, match="affinity"):
+        load_config(project(tmp_path, body))
+
+
+def test_cpu_lists_read_and_print_as_taskset_writes_them() -> None:
+    from perfctl.measure.machine import format_cpus, parse_cpus
+
+    assert parse_cpus("0-2,5") == (0, 1, 2, 5) and parse_cpus("3, 1") == (1, 3)
+    assert format_cpus((5, 0, 1, 2)) == "0-2,5" and format_cpus((3,)) == "3"

@@ -155,6 +155,16 @@ def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None
         shard.merge([one, other], "m3", "now")
 
 
+def test_merged_shards_add_up_their_burst_holds(repo: GitRepo) -> None:
+    from dataclasses import replace
+
+    def held(c: Comparison, seconds: float) -> Comparison:
+        return replace(c, settings={**c.settings, "burst_held": seconds})
+
+    parts = [held(_fake_shard(repo, 1), 3.5), held(_fake_shard(repo, 2), 4.0)]
+    assert shard.merge(parts, "m", "now").settings["burst_held"] == 7.5
+
+
 def test_merged_counter_shards_keep_their_test_and_limits(repo: GitRepo) -> None:
     """Counter rows merge as counts (Welch: 3 a side decide) with head's max_peak kept."""
     from dataclasses import replace

@@ -6,7 +6,16 @@ from typing import Annotated, Any
 
 import typer
 
-from perfctl.cli.common import ANALYSE, BurstWaitOpt, Format, ProjectOpt, emit, guarded, out_console
+from perfctl.cli.common import (
+    ANALYSE,
+    AffinityOpt,
+    BurstWaitOpt,
+    Format,
+    ProjectOpt,
+    emit,
+    guarded,
+    out_console,
+)
 from perfctl.cli.measure import (
     LockWaitOpt,
     Measure,
@@ -57,6 +66,7 @@ def bisect_cmd(
         typer.Option("--time-budget", min=0, help="Seconds per comparison before it stops."),
     ] = None,
     burst_wait: BurstWaitOpt = None,
+    affinity: AffinityOpt = None,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02)."),
@@ -106,6 +116,7 @@ def bisect_cmd(
         min_time=min_time,
         time_budget=time_budget,
         burst_wait=burst_wait,
+        affinity=affinity,
         threshold=threshold,
         alpha=alpha,
         regimes=tuple(regimes or ()),

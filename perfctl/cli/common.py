@@ -54,6 +54,17 @@ BurstWaitOpt = Annotated[
 ]
 
 
+AffinityOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--affinity",
+        metavar="CPUS",
+        help="Pin every worker of both refs to these CPUs, e.g. 0 or 0-1,3 (Linux; "
+        "config affinity).",
+    ),
+]
+
+
 def print_error(exc: PerfctlError) -> None:
     """Write ``Error:``/``Hint:`` lines to stderr (never a traceback)."""
     sys.stderr.write(f"Error: {one_line(exc.message)}\n")

@@ -9,6 +9,7 @@ import typer
 
 from perfctl.cli.common import (
     MEASURE,
+    AffinityOpt,
     BurstWaitOpt,
     Format,
     ProjectOpt,
@@ -89,6 +90,7 @@ def compare_cmd(
         ),
     ] = None,
     burst_wait: BurstWaitOpt = None,
+    affinity: AffinityOpt = None,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02 = 2%)."),
@@ -192,6 +194,7 @@ def compare_cmd(
             min_time=min_time,
             time_budget=time_budget,
             burst_wait=burst_wait,
+            affinity=affinity,
             threshold=threshold,
             alpha=alpha,
             order=order.value,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfctl.cli.common import MANAGE, PUBLISH, BurstWaitOpt, ProjectOpt, emit, guarded
+from perfctl.cli.common import MANAGE, PUBLISH, AffinityOpt, BurstWaitOpt, ProjectOpt, emit, guarded
 from perfctl.cli.measure import (
     GlobOpt,
     LockWaitOpt,
@@ -170,6 +170,7 @@ def ci_cmd(
         float | None, typer.Option("--time-budget", min=0, help="Seconds per regime.")
     ] = None,
     burst_wait: BurstWaitOpt = None,
+    affinity: AffinityOpt = None,
     threshold: Annotated[
         float | None, typer.Option("--threshold", min=0, help="Noise band (0.02 = 2%).")
     ] = None,
@@ -234,6 +235,7 @@ def ci_cmd(
             min_time=None,
             time_budget=time_budget,
             burst_wait=burst_wait,
+            affinity=affinity,
             threshold=threshold,
             alpha=alpha,
             order="abba",

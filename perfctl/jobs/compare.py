@@ -81,7 +81,7 @@ def compare_refs(
         # Sampled around every regime: a 1-minute average would miss a busy spell
         # in the middle of a long comparison.
         loads = [executor.load()]
-        quiet = Quiet(settings.schedule.burst_wait)
+        quiet = Quiet(settings.schedule.burst_wait, cpus=settings.schedule.affinity)
         measured = {}
         for n in names:
             measured[n] = done.get(n) or _measure_regime(
@@ -199,15 +199,11 @@ def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
     return [c.name for c in chosen]
 
 
-def _worker(config: Config, side: _Side, files: list[Path]) -> runner.Worker:
+def _worker(
+    config: Config, side: _Side, files: list[Path], affinity: tuple[int, ...]
+) -> runner.Worker:
     t = side.target
-    return runner.Worker(
-        t.python,
-        t.cwd,
-        t.env,
-        tuple(files),
-        config.inherit_environ,
-    )
+    return runner.Worker(t.python, t.cwd, t.env, tuple(files), config.inherit_environ, affinity)
 
 
 def _measure_regime(
@@ -227,7 +223,7 @@ def _measure_regime(
         return _save_results(store, sides, early, {})
     info = infos["base"] or infos["head"]
     assert info is not None
-    workers = {s: _worker(config, sides[s], files) for s in SIDES}
+    workers = {s: _worker(config, sides[s], files, settings.schedule.affinity) for s in SIDES}
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
     paired = settings.schedule.pairing == "same-process"

@@ -78,6 +78,7 @@ def settings_for(
     clock: str = "wall",
     measure: str = "time",
     burst_wait: float | None = None,
+    affinity: str | None = None,
     **kw: object,
 ) -> CompareSettings:
     """The settings chosen by flags: a preset, then config keys, then flags win.
@@ -89,23 +90,16 @@ def settings_for(
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
     threshold_given = threshold is not None
-    for flag, given in (
-        ("--rounds", rounds),
-        ("--max-rounds", max_rounds),
-        ("--values", values),
-        ("--min-time", min_time),
-        ("--time-budget", time_budget),
-    ):
-        # `not given > 0` also refuses nan; inf would never stop.
-        if given is not None and not 0 < given < math.inf:
-            raise UsageError(f"{flag} must be a number above 0 (got {given:g})", "or leave it out")
-    if burst_wait is not None and not 0 <= burst_wait < math.inf:
-        raise UsageError(
-            f"--burst-wait must be 0 or more seconds (got {burst_wait:g})", "or leave it out"
-        )
-    for flag, given in (("--threshold", threshold), ("--alpha", alpha)):
-        if given is not None and not math.isfinite(given):
-            raise UsageError(f"{flag} must be a number (got {given:g})", "or leave it out")
+    _check_numbers(
+        rounds=rounds,
+        max_rounds=max_rounds,
+        values=values,
+        min_time=min_time,
+        time_budget=time_budget,
+        burst_wait=burst_wait,
+        threshold=threshold,
+        alpha=alpha,
+    )
     if clock == "cpu" and pairing != "same-process":
         raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
     if pairing == "same-process" and config is not None and config.install:
@@ -124,6 +118,7 @@ def settings_for(
         threshold = threshold if threshold is not None else config.threshold
         alpha = alpha if alpha is not None else config.alpha
         burst_wait = burst_wait if burst_wait is not None else config.burst_wait
+        affinity = affinity if affinity is not None else config.affinity
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = s.schedule
     first = rounds if rounds is not None else sched.rounds
@@ -142,6 +137,65 @@ def settings_for(
         measure=measure,
         threshold=threshold if threshold is not None else sched.threshold,
         burst_wait=burst_wait if burst_wait is not None else sched.burst_wait,
+        # Counters do not see where a process ran: only timed workers are pinned.
+        affinity=pinned_cpus(affinity) if measure == "time" else (),
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
+
+
+def pinned_cpus(text: str | None) -> tuple[int, ...]:
+    """The CPUs ``--affinity`` names, checked against the ones perfctl may use here."""
+    import os
+
+    from perfctl.measure.machine import allowed_cpus, format_cpus, parse_cpus
+
+    if not text:
+        return ()
+    if not hasattr(os, "sched_setaffinity"):
+        raise UsageError("--affinity needs Linux (sched_setaffinity)", "leave --affinity out")
+    try:
+        cpus = parse_cpus(text)
+    except ValueError as exc:
+        raise UsageError(
+            f"--affinity {text}: {exc}", "give CPUs as taskset -c does: 0 or 0-1,3"
+        ) from None
+    usable = allowed_cpus()
+    outside = [n for n in cpus if n not in usable]
+    if outside:
+        raise UsageError(
+            f"--affinity {text}: CPU {format_cpus(outside)} is not one perfctl may run on here",
+            f"choose among CPUs {format_cpus(usable)}",
+        )
+    return cpus
+
+
+def _check_numbers(
+    *,
+    rounds: int | None,
+    max_rounds: int | None,
+    values: int | None,
+    min_time: float | None,
+    time_budget: float | None,
+    burst_wait: float | None,
+    threshold: float | None,
+    alpha: float | None,
+) -> None:
+    """Refuse flags whose numbers no comparison could use (typer checks only some)."""
+    for flag, given in (
+        ("--rounds", rounds),
+        ("--max-rounds", max_rounds),
+        ("--values", values),
+        ("--min-time", min_time),
+        ("--time-budget", time_budget),
+    ):
+        # `not given > 0` also refuses nan; inf would never stop.
+        if given is not None and not 0 < given < math.inf:
+            raise UsageError(f"{flag} must be a number above 0 (got {given:g})", "or leave it out")
+    if burst_wait is not None and not 0 <= burst_wait < math.inf:
+        raise UsageError(
+            f"--burst-wait must be 0 or more seconds (got {burst_wait:g})", "or leave it out"
+        )
+    for flag, given in (("--threshold", threshold), ("--alpha", alpha)):
+        if given is not None and not math.isfinite(given):
+            raise UsageError(f"{flag} must be a number (got {given:g})", "or leave it out")

@@ -160,7 +160,13 @@ def merge(shards: Sequence[Comparison], new_id: str, created: str) -> Comparison
         id=new_id,
         created=created,
         regimes=tuple(rows),
-        settings={**first.settings, "shard": None, "merged_from": _provenance(shards)},
+        settings={
+            **first.settings,
+            "shard": None,
+            "merged_from": _provenance(shards),
+            # Every shard's holds, not the first one's.
+            "burst_held": round(sum(float(c.settings.get("burst_held") or 0) for c in shards), 1),
+        },
         warnings=_warnings(shards),
     )
 

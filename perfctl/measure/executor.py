@@ -73,8 +73,9 @@ class Executor(Protocol):
         """The 1-minute load average and the CPU count (either None where unknown)."""
         ...
 
-    def busy(self) -> tuple[float | None, int | None]:
-        """CPUs kept busy by other work over a short sample, and the CPU count."""
+    def busy(self, cpus: tuple[int, ...] = ()) -> tuple[float | None, int | None]:
+        """How many of ``cpus`` (default: all perfctl may use) other work kept busy over
+        a short sample, and how many CPUs that is (None where it cannot be seen)."""
         ...
 
     def sleep(self, seconds: float) -> None:
@@ -127,11 +128,12 @@ class PyperfExecutor:
 
         return load_average(), os.cpu_count()
 
-    def busy(self) -> tuple[float | None, int | None]:
+    def busy(self, cpus: tuple[int, ...] = ()) -> tuple[float | None, int | None]:
         """/proc/stat over 0.2 s."""
-        from perfctl.measure.machine import cpus_busy
+        from perfctl.measure.machine import allowed_cpus, cpus_busy
 
-        return cpus_busy(), os.cpu_count()
+        chosen = cpus or tuple(sorted(allowed_cpus()))
+        return cpus_busy(cpus=chosen), len(chosen)
 
     def sleep(self, seconds: float) -> None:
         """time.sleep."""

@@ -47,6 +47,9 @@ class Schedule:
     # Seconds a round may be held while other work fills the CPUs (measure/quiet.py);
     # 0 measures into bursts.
     burst_wait: float = 0.0
+    # CPUs every worker process of both sides is pinned to (--affinity); () leaves
+    # placement to the operating system.
+    affinity: tuple[int, ...] = ()
 
 
 @dataclass

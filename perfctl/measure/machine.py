@@ -8,6 +8,7 @@ import platform
 import shutil
 import socket
 import subprocess
+from collections.abc import Collection
 from pathlib import Path
 
 from perfctl.model import Machine
@@ -97,29 +98,78 @@ def load_average() -> float | None:
         return None
 
 
-def _cpu_ticks() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs from /proc/stat; None where there is none."""
-    first = _read("/proc/stat").partition("\n")[0].split()
-    if len(first) < 5 or first[0] != "cpu":
-        return None
-    ticks = [int(x) for x in first[1:9]]  # user nice system idle iowait irq softirq steal
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return sum(ticks) - idle, sum(ticks)
+def _cpu_ticks(cpus: Collection[int] | None = None) -> tuple[int, int] | None:
+    """(busy, total) jiffies from /proc/stat: of all CPUs, or summed over ``cpus``
+    (their ``cpuN`` lines); None where there is no /proc/stat."""
+    lines = _read("/proc/stat").splitlines()
+    if cpus is None:
+        rows = [ln.split() for ln in lines[:1] if ln.startswith("cpu ")]
+    else:
+        wanted = {f"cpu{n}" for n in cpus}
+        rows = [parts for ln in lines if (parts := ln.split()) and parts[0] in wanted]
+    busy = total = 0
+    for row in rows:
+        if len(row) < 5:
+            return None
+        ticks = [int(x) for x in row[1:9]]  # user nice system idle iowait irq softirq steal
+        idle = ticks[3] + ticks[4]
+        busy, total = busy + sum(ticks) - idle, total + sum(ticks)
+    return (busy, total) if rows else None
 
 
-def cpus_busy(window: float = 0.2) -> float | None:
-    """How many CPUs were busy over the next ``window`` seconds (steal time counts).
+def allowed_cpus() -> frozenset[int]:
+    """The CPUs this process may run on (its affinity mask; all where there is none)."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset(range(os.cpu_count() or 1))
 
-    Sampled while perfctl itself sleeps, so it is other work's share.
+
+def cpus_busy(window: float = 0.2, cpus: Collection[int] | None = None) -> float | None:
+    """How many of ``cpus`` (default: the ones perfctl may use) were busy over the
+    next ``window`` seconds (steal time counts); None at once where there is no /proc/stat.
+
+    Sampled while perfctl itself sleeps, so it is other work's share. Only the CPUs
+    that the workers can run on count: a busy CPU outside ``taskset`` or ``--affinity``
+    takes nothing from them.
     """
     import time
 
-    before = _cpu_ticks()
-    time.sleep(window)
-    after = _cpu_ticks()
-    if before is None or after is None or after[1] <= before[1]:
+    chosen = sorted(cpus) if cpus else sorted(allowed_cpus())
+    before = _cpu_ticks(chosen)
+    if before is None:
         return None
-    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+    time.sleep(window)
+    after = _cpu_ticks(chosen)
+    if after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1]) * len(chosen)
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """``"0-2,5"`` → (0, 1, 2, 5): a CPU list as ``taskset -c`` and pyperf's ``--affinity``
+    read it; ValueError says what is wrong."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"`{part}` is not a CPU number or range (e.g. 0-1,3)")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise ValueError(f"`{part}` runs backwards")
+        cpus.update(range(first, last + 1))
+    return tuple(sorted(cpus))
+
+
+def format_cpus(cpus: Collection[int]) -> str:
+    """(0, 1, 2, 5) → ``"0-2,5"``."""
+    runs: list[list[int]] = []
+    for n in sorted(cpus):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in runs)
 
 
 def busy_warning(loads: list[float | None], cpus: int | None) -> str | None:

@@ -37,19 +37,29 @@ class Quiet:
     rounds: int = 0  # rounds that were held
     steady: list[str] = field(default_factory=list)  # regimes measured into steady load
     busiest: float = 0.0  # the most CPUs other work kept busy while a round was held
+    cpus: tuple[int, ...] = ()  # the CPUs the workers run on (--affinity); () all
+    blind: bool = False  # the platform shows no CPU load (no /proc/stat): never holds
 
     def hold(self, executor: Executor, name: str, say: Callable[[str], None], left: float) -> float:
         """Wait until the CPUs are free enough or the limit passes (never more than a
         quarter of the ``left`` seconds before the regime's timeout); the seconds
         spent, sampling included."""
         limit = min(self.limit, max(0.0, left / 4))
-        if limit <= 0 or name in self.steady:
+        if limit <= 0 or name in self.steady or self.blind:
             return 0.0
         start = executor.now()
         slept = False
         while True:
-            busy, cpus = executor.busy()
-            if busy is None or not cpus or cpus - busy >= min(WANTED, cpus) - 0.25:
+            busy, cpus = executor.busy(self.cpus)
+            if busy is None or not cpus:
+                self.blind = True
+                say(
+                    Notice(
+                        "--burst-wait: this platform does not show CPU load: rounds are not held"
+                    )
+                )
+                break
+            if cpus - busy >= min(WANTED, cpus) - 0.25:
                 break
             waited = executor.now() - start
             self.busiest = max(self.busiest, busy)

@@ -76,6 +76,7 @@ class Worker:
     env: dict[str, str]
     files: tuple[Path, ...]
     inherit: tuple[str, ...] = ()
+    affinity: tuple[int, ...] = ()  # CPUs the worker is pinned to (pyperf's --affinity)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,8 @@ def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[
     ]
     if metrics is not None:
         cmd += ["--perfctl-metrics", str(metrics)]
+    if worker.affinity:  # pyperf pins the worker itself (and its master, its workers)
+        cmd += ["--affinity", ",".join(map(str, worker.affinity))]
     return cmd
 
 
@@ -331,6 +334,7 @@ def _duo_spec(
         "warmups": 1,
         "values": values,
         "sides": sides,
+        "affinity": list(base.affinity),
     }
 
 

@@ -89,9 +89,22 @@ def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = 
     return (
         lines
         + ([note] if note else [])
+        + placement_notes(c)
         + sm_clock_notes(sides)
         + instruction_notes(c, paths=paths, root=root)
     )
+
+
+def placement_notes(c: Comparison) -> list[str]:
+    """Where the workers ran, when ``--affinity`` chose it."""
+    from perfctl.measure.machine import format_cpus
+
+    cpus = c.settings.get("affinity") or ()
+    if not cpus:
+        return []
+    return [
+        f"Placement: every worker of both refs was pinned to CPU {format_cpus(cpus)} (--affinity)."
+    ]
 
 
 def instruction_notes(c: Comparison, *, paths: bool = False, root: Path | None = None) -> list[str]:

@@ -54,6 +54,10 @@ def main() -> None:
     runner.argparser.add_argument("--perfctl-files", required=True)
     runner.argparser.add_argument("--perfctl-metrics", default=None)
     args = runner.parse_args()
+    if args.worker and args.affinity:
+        # pyperf pins the worker only when timing starts; the regime's set-up (and any
+        # child process it starts, which inherits the mask) must run there too.
+        os.sched_setaffinity(0, {int(c) for c in args.affinity.split(",")})
     name = args.perfctl_regime
     defs = loader.load_files([Path(p) for p in args.perfctl_files.split(os.pathsep)])
     defn, kwargs = loader.find(defs, name)

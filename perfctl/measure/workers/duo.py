@@ -120,6 +120,8 @@ def _measure(sides: dict[str, Side], spec: dict[str, Any], base_path: list[str])
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     out_path = Path(sys.argv[2])
+    if spec.get("affinity"):  # --affinity: before anything is set up, as pyperf does
+        os.sched_setaffinity(0, spec["affinity"])
     base_path = list(sys.path)
     sides = {s: Side(s, spec["sides"][s]) for s in SIDES}
     try:

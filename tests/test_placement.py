@@ -1,0 +1,122 @@
+"""`--affinity`: every worker of both refs pinned to one CPU set, and the burst sample
+reading only those CPUs (real worker processes, real /proc/stat)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import GitRepo, run_cli
+
+if not hasattr(os, "sched_getaffinity"):
+    pytest.skip("CPU affinity is Linux-only", allow_module_level=True)
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+# The last CPU perfctl may use: pinning there differs from the default placement
+# wherever there are two or more, so a worker left unpinned is caught.
+CPU = ALLOWED[-1]
+
+PYPROJECT = """\
+[project]
+name = "pin"
+version = "0.1"
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+install = false
+"""
+
+REGIMES = """\
+import os
+from perfctl import regime
+import pin
+
+@regime(family="pin", ops=1)
+def pinned():
+    \"\"\"Fails unless its worker process runs on CPU {cpu} only.\"\"\"
+    mask = os.sched_getaffinity(0)
+    if mask != {{{cpu}}}:
+        raise RuntimeError(f"worker may run on CPUs {{sorted(mask)}}, not only {cpu}")
+    return pin.work
+"""
+
+FAST = ["--rounds", "2", "--max-rounds", "2", "--min-time", "0.01", "--format", "json"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    path = tmp_path_factory.mktemp("pin") / "proj"
+    path.mkdir()
+    r = GitRepo(path)
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("bench/regimes.py", REGIMES.format(cpu=CPU))
+    r.write("pin/__init__.py", "def work():\n    return sum(range(300))\n")
+    r.commit("c1")
+    r.tag("c1")
+    r.write("pin/__init__.py", "# same code\ndef work():\n    return sum(range(300))\n")
+    r.commit("c2")
+    r.tag("c2")
+    return r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pairing", ["process", "same-process"])
+def test_every_worker_runs_on_the_cpus_affinity_names(repo: GitRepo, pairing: str) -> None:
+    proc = run_cli(
+        "compare", "c1", "c2", "--affinity", str(CPU), "--pairing", pairing, *FAST,
+        cwd=repo.path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    (row,) = data["regimes"]
+    assert row["verdict"] != "failed", row
+    assert data["settings"]["affinity"] == [CPU]
+    # Said under the table, re-read from the store without measuring again.
+    text = run_cli("compare", "c1", "c2", "--from-store", "--comparison", data["id"], cwd=repo.path)
+    assert text.returncode == 0, text.stderr
+    assert f"Placement: every worker of both refs was pinned to CPU {CPU} (--affinity)." in (
+        text.stdout
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: every worker runs on it anyway")
+def test_without_affinity_the_workers_are_not_pinned(repo: GitRepo) -> None:
+    # The regime itself tells: so the test above cannot pass with the flag ignored.
+    proc = run_cli("compare", "c1", "c2", *FAST, cwd=repo.path)
+    assert proc.returncode == 3, proc.stderr
+    (row,) = json.loads(proc.stdout)["regimes"]
+    assert row["verdict"] == "failed" and "not only" in json.dumps(row)
+
+
+@pytest.mark.cli
+def test_a_cpu_perfctl_may_not_use_is_a_usage_error(repo: GitRepo) -> None:
+    proc = run_cli("compare", "c1", "c2", "--affinity", "100000", cwd=repo.path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "Error: --affinity 100000: CPU 100000 is not one perfctl may run on here\nHint: "
+    )
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.cli
+def test_the_burst_sample_reads_only_the_cpus_asked_for() -> None:
+    from perfctl.measure.machine import cpus_busy
+
+    # A spinning process pinned to CPU keeps that CPU busy whatever else runs.
+    spin = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{CPU}}})\nwhile True: pass"]
+    )
+    try:
+        time.sleep(0.3)
+        busy = cpus_busy(0.3, cpus=[CPU])
+    finally:
+        spin.kill()
+        spin.wait()
+    assert busy is not None and 0.8 <= busy <= 1.0 + 1e-9
