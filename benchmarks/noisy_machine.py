@@ -21,7 +21,9 @@ script:
 * ``bursty``: one process busy for 1 s, idle for 1 s, in turn.
 
 Designs, each trial running every design in rotating order so that drift hits
-them alike: ``today`` (the defaults), ``burst-wait`` (``--burst-wait 10``), and
+them alike: ``today`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
+``same-process`` (``--pairing same-process``), ``affinity`` (``--affinity`` the
+first CPU this process may use: every worker of both refs on one CPU), and
 any ``--design NAME='ARGS'`` given. Every comparison runs at the default
 settings otherwise.
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -57,7 +60,14 @@ from _peers import commit, init_repo, load, rate, timed, tool
 RESULTS = Path(tempfile.gettempdir()) / "perfctl-bench"
 ALARMS = ("regressed", "improved")
 PAIRS = {"A2": 0.0, "P5": 0.05, "P2": 0.02}  # head tag -> the change injected into `work`
-DESIGNS = {"today": [], "burst-wait": ["--burst-wait", "10"]}
+# The first CPU this process may use: `affinity` pins every worker of both refs there.
+FIRST_CPU = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+DESIGNS = {
+    "today": [],
+    "burst-wait": ["--burst-wait", "10"],
+    "same-process": ["--pairing", "same-process"],
+    "affinity": ["--affinity", str(FIRST_CPU)],
+}
 
 PYPROJECT = """[project]
 name = "noisy"
@@ -235,6 +245,9 @@ def run(args: argparse.Namespace) -> Path:
                             "injected": injected,
                             "load_before": before,
                             "load_after": load(),
+                            "cpus": len(os.sched_getaffinity(0))
+                            if hasattr(os, "sched_getaffinity")
+                            else os.cpu_count(),
                             **got,
                         }
                         with out.open("a") as f:
@@ -276,9 +289,18 @@ def summarize(recs: list[dict[str, Any]]) -> str:
         "unchanged | load (1-min) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    cells = list(dict.fromkeys((r["condition"], r["design"]) for r in recs))
-    for condition, design in cells:
-        mine = [r for r in recs if r["condition"] == condition and r["design"] == design]
+    # Records of different perfctl revisions are never pooled: each is its own cell.
+    revs = {str(r.get("perfctl", ""))[:7] for r in recs}
+    cells = list(
+        dict.fromkeys((r["condition"], r["design"], str(r.get("perfctl", ""))[:7]) for r in recs)
+    )
+    for condition, design, rev in cells:
+        mine = [
+            r
+            for r in recs
+            if (r["condition"], r["design"], str(r.get("perfctl", ""))[:7])
+            == (condition, design, rev)
+        ]
         rows = _results(mine)
         same = [r for r in rows if r["injected"] == 0.0]
         p5 = [r for r in rows if r["injected"] == 0.05]
@@ -291,7 +313,7 @@ def summarize(recs: list[dict[str, Any]]) -> str:
             + " | ".join(
                 [
                     condition,
-                    design,
+                    f"{design} @{rev}" if len(revs) > 1 else design,
                     rate(sum(r["verdict"] in ALARMS for r in same), len(same)),
                     rate(sum(r["verdict"] == "no change" for r in same), len(same)),
                     rate(sum(r["verdict"] == "inconclusive" for r in same), len(same)),

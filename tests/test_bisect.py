@@ -601,12 +601,18 @@ def test_fake_verification_measures_anew_when_the_culprit_follows_good(
 
 @pytest.mark.parametrize(
     "settings",
-    [{"clock": "cpu", "pairing": "same-process"}, {"pairing": "same-process"}, None],
+    [
+        {"clock": "cpu", "pairing": "same-process"},
+        {"pairing": "same-process"},
+        {"affinity": [0]},  # pinned workers (as stored: a JSON list)
+        None,
+    ],
 )
 def test_fake_a_stored_comparison_is_reused_only_if_measured_alike(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch, settings: dict | None
 ) -> None:
-    """CPU time or same-process pairs are not pooled into a wall-time bisection, and a
+    """CPU time, same-process or pinned pairs are not pooled into a wall-time bisection
+    of unpinned processes, and a
     stored row without values (a regime that timed out there) is measured anew."""
     speed = {i: 3.0 for i in range(6, 10)}
 

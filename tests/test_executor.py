@@ -279,13 +279,17 @@ def test_a_round_waits_while_fewer_than_two_cpus_are_free(
 def test_affinity_pins_every_worker_and_the_burst_sample_reads_those_cpus(tmp_path: Path) -> None:
     from perfctl.render.notes import placement_notes
 
-    fake = FakeExecutor(SLOWER, busy_cpus=(0.9, 0.1))
+    # Four CPUs, 0.9 of one busy: 3.1 free, so an unpinned round never waits; pinned to
+    # CPU 0, the sample is of that CPU alone, and 0.1 of it free holds the round.
+    fake = FakeExecutor(SLOWER, busy_cpus=(0.9, 0.1), cpus=4)
     c = _compare(tmp_path, fake, _settings(affinity="0", burst_wait=10.0))
     assert _row(c, "work").verdict == "regressed"
     assert fake.pinned == {(0,)}  # calibration and every worker process
     assert fake.busy_asked and set(fake.busy_asked) == {(0,)}
-    # 0.9 of the one pinned CPU busy leaves less than 3/4 of it free: held once
     assert fake.slept > 0
+    unpinned = FakeExecutor(SLOWER, busy_cpus=(0.9, 0.1), cpus=4)
+    _compare(tmp_path / "unpinned", unpinned, _settings(burst_wait=10.0))
+    assert unpinned.slept == 0 and set(unpinned.busy_asked) == {()}
     assert c.settings["affinity"] == (0,)
     assert placement_notes(c) == [
         "Placement: every worker of both refs was pinned to CPU 0 (--affinity)."
@@ -307,6 +311,8 @@ def test_without_affinity_nothing_is_pinned_and_no_placement_is_noted(tmp_path: 
 
 
 def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path) -> None:
+    from perfctl.measure.quiet import BLIND
+
     two = {**SLOWER, ("a", "more"): Dist(1e-3), ("b", "more"): Dist(1e-3)}
     fake = FakeExecutor(two, busy_cpus=(None,))
     said: list[str] = []
@@ -315,7 +321,5 @@ def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path
         progress=said.append,
     )  # fmt: skip
     assert fake.busy_reads == 1 and fake.slept == 0  # not sampled again once blind
-    assert (
-        said.count("--burst-wait: this platform does not show CPU load: rounds are not held") == 1
-    )
+    assert said.count(BLIND) == 1
     assert c.settings["burst_held"] == 0

@@ -96,11 +96,12 @@ def test_without_affinity_the_workers_are_not_pinned(repo: GitRepo) -> None:
 
 
 @pytest.mark.cli
-def test_a_cpu_perfctl_may_not_use_is_a_usage_error(repo: GitRepo) -> None:
-    proc = run_cli("compare", "c1", "c2", "--affinity", "100000", cwd=repo.path)
+def test_a_cpu_no_worker_can_be_pinned_to_is_a_usage_error(repo: GitRepo) -> None:
+    proc = run_cli("compare", "c1", "c2", "--affinity", "8000", cwd=repo.path)
     assert proc.returncode == 2
     assert proc.stderr.startswith(
-        "Error: --affinity 100000: CPU 100000 is not one perfctl may run on here\nHint: "
+        "Error: --affinity 8000: CPU 8000 cannot be used here (offline, or outside this "
+        "machine's or container's CPU set)\nHint: choose among CPUs "
     )
     assert "Traceback" not in proc.stderr
 
@@ -109,14 +110,17 @@ def test_a_cpu_perfctl_may_not_use_is_a_usage_error(repo: GitRepo) -> None:
 def test_the_burst_sample_reads_only_the_cpus_asked_for() -> None:
     from perfctl.measure.machine import cpus_busy
 
-    # A spinning process pinned to CPU keeps that CPU busy whatever else runs.
-    spin = subprocess.Popen(
-        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{CPU}}})\nwhile True: pass"]
-    )
+    # A spinning process pinned to each CPU: every CPU reads busy, so a sample of one
+    # CPU reads about 1, and one that counted them all would read about their number.
+    code = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+    spin = [subprocess.Popen([sys.executable, "-c", code, str(n)]) for n in ALLOWED]
     try:
         time.sleep(0.3)
-        busy = cpus_busy(0.3, cpus=[CPU])
+        one = cpus_busy(0.3, cpus=[CPU])
+        every = cpus_busy(0.3)
     finally:
-        spin.kill()
-        spin.wait()
-    assert busy is not None and 0.8 <= busy <= 1.0 + 1e-9
+        for s in spin:
+            s.kill()
+            s.wait()
+    assert one is not None and 0.8 <= one <= 1.0 + 1e-9
+    assert every is not None and every >= 0.8 * len(ALLOWED)

@@ -73,10 +73,11 @@ def test_a_bad_burst_wait_is_a_config_error(tmp_path: Path, body: str) -> None:
 
 
 def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> None:
-    assert settings_for(affinity="0").schedule.affinity == (0,)
+    assert settings_for(affinity="0-1,3").schedule.affinity == (0, 1, 3)
     assert settings_for().schedule.affinity == ()  # placement left to the OS by default
-    config = load_config(project(tmp_path, "affinity = 0\n"))
-    assert settings_for(config=config).schedule.affinity == (0,)
+    config = load_config(project(tmp_path, "affinity = 2\n"))
+    assert settings_for(config=config).schedule.affinity == (2,)
+    assert settings_for(config=config, affinity="").schedule.affinity == ()  # flag wins
     # counters do not see where a process ran: their workers are never pinned
     assert settings_for(affinity="0", measure="instructions").schedule.affinity == ()
 
@@ -84,12 +85,29 @@ def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("text", "said"),
     [("x", "`x` is not a CPU number or range"), ("1-0", "`1-0` runs backwards"),
-     ("0,", "`` is not a CPU number"), ("100000", "CPU 100000 is not one perfctl may run on")],
+     ("0,", "`` is not a CPU number"), ("0-", "`0-` is not"), ("-1", "`-1` is not"),
+     ("1-2-3", "`1-2-3` is not"), (" ", "`` is not"),
+     ("0-100000000", "no CPU is numbered above 8191")],
 )  # fmt: skip
 def test_a_bad_affinity_is_a_usage_error(text: str, said: str) -> None:
     with pytest.raises(UsageError, match=said) as err:
         settings_for(affinity=text)
     assert err.value.hint
+
+
+def test_a_cpu_no_worker_can_be_pinned_to_is_refused_before_measuring() -> None:
+    import os
+
+    from perfctl.jobs.settings import check_placement
+
+    # Read anywhere (a stored comparison re-decided on another machine), refused only
+    # where a worker would be pinned.
+    cpus = settings_for(affinity="8000").schedule.affinity
+    with pytest.raises(UsageError, match="CPU 8000 cannot be used here") as err:
+        check_placement(cpus)
+    assert err.value.hint.startswith("choose among CPUs ")
+    check_placement((min(os.sched_getaffinity(0)),))  # one this process may use: fine
+    check_placement(())
 
 
 @pytest.mark.parametrize("body", ["affinity = true\n", "affinity = [0]\n"])
@@ -103,3 +121,4 @@ def test_cpu_lists_read_and_print_as_taskset_writes_them() -> None:
 
     assert parse_cpus("0-2,5") == (0, 1, 2, 5) and parse_cpus("3, 1") == (1, 3)
     assert format_cpus((5, 0, 1, 2)) == "0-2,5" and format_cpus((3,)) == "3"
+    assert format_cpus((1, 1, 2)) == "1-2" and format_cpus(()) == ""

@@ -165,6 +165,18 @@ def test_merged_shards_add_up_their_burst_holds(repo: GitRepo) -> None:
     assert shard.merge(parts, "m", "now").settings["burst_held"] == 7.5
 
 
+def test_merged_shards_pinned_differently_say_so(repo: GitRepo) -> None:
+    from dataclasses import replace
+
+    one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
+    pinned = replace(two, settings={**two.settings, "affinity": [1]})
+    (said,) = [w for w in shard.merge([one, pinned], "m", "now").warnings if "pinned" in w]
+    assert said.startswith(
+        "the shards pinned their workers differently (--affinity: not pinned, 1)"
+    )
+    assert not any("pinned" in w for w in shard.merge([one, two], "m2", "now").warnings)
+
+
 def test_merged_counter_shards_keep_their_test_and_limits(repo: GitRepo) -> None:
     """Counter rows merge as counts (Welch: 3 a side decide) with head's max_peak kept."""
     from dataclasses import replace

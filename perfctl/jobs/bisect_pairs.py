@@ -168,7 +168,7 @@ class Pairs:
         self, base: RefInfo, commit: RefInfo, cs: CompareSettings | None = None
     ) -> Comparison | None:
         """A stored comparison of exactly these commits, measured here the same way
-        (the same signal, clock and pairing as ``cs``)."""
+        (the same signal, clock, pairing and placement as ``cs``)."""
         from perfctl.measure.machine import fingerprint
         from perfctl.store.local import open_store
 
@@ -184,8 +184,10 @@ class Pairs:
         if cs is not None and (
             c.settings.get("clock", "wall") != cs.schedule.clock
             or c.settings.get("pairing", "process") != cs.schedule.pairing
+            # stored JSON gives a list: pinned and unpinned processes are not one sample
+            or tuple(c.settings.get("affinity") or ()) != cs.schedule.affinity
         ):
-            return None  # CPU time or same-process pairs cannot be pooled with these
+            return None  # CPU time, same-process or pinned pairs cannot be pooled with these
         if c.machine.id != fingerprint().id:
             return None
         return c

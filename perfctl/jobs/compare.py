@@ -21,6 +21,7 @@ from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
 from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
 from perfctl.jobs.settings import COMPARE_RIGOROUS as COMPARE_RIGOROUS
 from perfctl.jobs.settings import CompareSettings as CompareSettings
+from perfctl.jobs.settings import check_placement
 from perfctl.jobs.settings import settings_for as settings_for
 from perfctl.jobs.shard import split
 from perfctl.measure import counters, duo, interleave, runner
@@ -68,6 +69,7 @@ def compare_refs(
     from perfctl.store.lock import project_lock
 
     settings = settings or COMPARE_DEFAULT
+    check_placement(settings.schedule.affinity)
     if regimes:
         settings = replace(settings, globs=tuple(regimes))
     say = progress or (lambda _msg: None)

@@ -145,29 +145,38 @@ def settings_for(
 
 
 def pinned_cpus(text: str | None) -> tuple[int, ...]:
-    """The CPUs ``--affinity`` names, checked against the ones perfctl may use here."""
-    import os
-
-    from perfctl.measure.machine import allowed_cpus, format_cpus, parse_cpus
+    """The CPUs ``--affinity`` names (``""`` or None: not pinned). Only the list is read
+    here; whether this machine can pin to them is checked before measuring
+    (:func:`check_placement`), so re-reading stored comparisons never depends on it."""
+    from perfctl.measure.machine import parse_cpus
 
     if not text:
         return ()
-    if not hasattr(os, "sched_setaffinity"):
-        raise UsageError("--affinity needs Linux (sched_setaffinity)", "leave --affinity out")
     try:
-        cpus = parse_cpus(text)
+        return parse_cpus(text)
     except ValueError as exc:
         raise UsageError(
             f"--affinity {text}: {exc}", "give CPUs as taskset -c does: 0 or 0-1,3"
         ) from None
-    usable = allowed_cpus()
-    outside = [n for n in cpus if n not in usable]
-    if outside:
+
+
+def check_placement(cpus: tuple[int, ...]) -> None:
+    """Refuse ``--affinity`` CPUs that no worker could be pinned to on this machine."""
+    import os
+
+    from perfctl.measure.machine import allowed_cpus, cpus_refused, format_cpus
+
+    if not cpus:
+        return
+    if not hasattr(os, "sched_setaffinity"):
+        raise UsageError("--affinity needs Linux (sched_setaffinity)", "leave --affinity out")
+    refused = cpus_refused(cpus)
+    if refused:
         raise UsageError(
-            f"--affinity {text}: CPU {format_cpus(outside)} is not one perfctl may run on here",
-            f"choose among CPUs {format_cpus(usable)}",
+            f"--affinity {format_cpus(cpus)}: CPU {format_cpus(refused)} cannot be used here "
+            "(offline, or outside this machine's or container's CPU set)",
+            f"choose among CPUs {format_cpus(allowed_cpus())}",
         )
-    return cpus
 
 
 def _check_numbers(

@@ -184,6 +184,15 @@ def _warnings(shards: Sequence[Comparison]) -> tuple[str, ...]:
     for c in shards:
         label = shard_of(c).label()  # type: ignore[union-attr]
         out.extend(f"shard {label}: {w}" for w in c.warnings if w not in out)
+    from perfctl.measure.machine import format_cpus
+
+    placements = sorted({format_cpus(c.settings.get("affinity") or ()) for c in shards})
+    placements = [p or "not pinned" for p in placements]
+    if len(placements) > 1:
+        out.append(
+            f"the shards pinned their workers differently (--affinity: {', '.join(placements)}): "
+            "the merged settings show the first shard's"
+        )
     machines = sorted({c.machine.id for c in shards})
     if len(machines) > 1:
         out.append(

@@ -98,9 +98,9 @@ def load_average() -> float | None:
         return None
 
 
-def _cpu_ticks(cpus: Collection[int] | None = None) -> tuple[int, int] | None:
-    """(busy, total) jiffies from /proc/stat: of all CPUs, or summed over ``cpus``
-    (their ``cpuN`` lines); None where there is no /proc/stat."""
+def _cpu_ticks(cpus: Collection[int] | None = None) -> tuple[int, int, int] | None:
+    """(busy, total) jiffies from /proc/stat and how many CPUs they cover: all CPUs,
+    or the ``cpuN`` lines of ``cpus`` that are there; None where there are none."""
     lines = _read("/proc/stat").splitlines()
     if cpus is None:
         rows = [ln.split() for ln in lines[:1] if ln.startswith("cpu ")]
@@ -109,12 +109,13 @@ def _cpu_ticks(cpus: Collection[int] | None = None) -> tuple[int, int] | None:
         rows = [parts for ln in lines if (parts := ln.split()) and parts[0] in wanted]
     busy = total = 0
     for row in rows:
-        if len(row) < 5:
+        if len(row) < 6:
             return None
         ticks = [int(x) for x in row[1:9]]  # user nice system idle iowait irq softirq steal
         idle = ticks[3] + ticks[4]
         busy, total = busy + sum(ticks) - idle, total + sum(ticks)
-    return (busy, total) if rows else None
+    count = len(rows) if cpus is not None else (os.cpu_count() or 1)
+    return (busy, total, count) if rows else None
 
 
 def allowed_cpus() -> frozenset[int]:
@@ -127,7 +128,8 @@ def allowed_cpus() -> frozenset[int]:
 
 def cpus_busy(window: float = 0.2, cpus: Collection[int] | None = None) -> float | None:
     """How many of ``cpus`` (default: the ones perfctl may use) were busy over the
-    next ``window`` seconds (steal time counts); None at once where there is no /proc/stat.
+    next ``window`` seconds (steal time counts); None at once where /proc/stat shows
+    none of them.
 
     Sampled while perfctl itself sleeps, so it is other work's share. Only the CPUs
     that the workers can run on count: a busy CPU outside ``taskset`` or ``--affinity``
@@ -141,9 +143,14 @@ def cpus_busy(window: float = 0.2, cpus: Collection[int] | None = None) -> float
         return None
     time.sleep(window)
     after = _cpu_ticks(chosen)
-    if after is None or after[1] <= before[1]:
+    if after is None:
         return None
-    return (after[0] - before[0]) / (after[1] - before[1]) * len(chosen)
+    if after[1] <= before[1] or after[2] != before[2]:
+        return 0.0  # nothing counted in the window (or a CPU went away): nothing seen busy
+    return (after[0] - before[0]) / (after[1] - before[1]) * after[2]
+
+
+MAX_CPU = 8191  # the kernel's largest CPU number (NR_CPUS is at most 8192)
 
 
 def parse_cpus(text: str) -> tuple[int, ...]:
@@ -157,14 +164,35 @@ def parse_cpus(text: str) -> tuple[int, ...]:
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
             raise ValueError(f"`{part}` runs backwards")
+        if last > MAX_CPU:
+            raise ValueError(f"`{part}`: no CPU is numbered above {MAX_CPU}")
         cpus.update(range(first, last + 1))
     return tuple(sorted(cpus))
+
+
+def cpus_refused(cpus: Collection[int]) -> tuple[int, ...]:
+    """The CPUs of ``cpus`` a process here cannot be pinned to (offline, outside the
+    container's cpuset); tried on perfctl itself, its own mask restored. Isolated CPUs
+    (``isolcpus``) are outside the default mask but can be pinned to: not refused."""
+    if not hasattr(os, "sched_setaffinity"):
+        return tuple(sorted(cpus))
+    own = os.sched_getaffinity(0)
+    refused = []
+    try:
+        for n in sorted(cpus):
+            try:
+                os.sched_setaffinity(0, {n})
+            except OSError:
+                refused.append(n)
+    finally:
+        os.sched_setaffinity(0, own)
+    return tuple(refused)
 
 
 def format_cpus(cpus: Collection[int]) -> str:
     """(0, 1, 2, 5) → ``"0-2,5"``."""
     runs: list[list[int]] = []
-    for n in sorted(cpus):
+    for n in sorted(set(cpus)):
         if runs and n == runs[-1][1] + 1:
             runs[-1][1] = n
         else:

@@ -26,6 +26,7 @@ POLL = 1.0  # seconds between samples while held
 # reads 1.0-1.2 busy between rounds, and a two-process regime's means were then
 # bimodal; three quarters of a CPU free never held there.
 WANTED = 2.0
+BLIND = "--burst-wait: /proc/stat shows no load for the workers' CPUs here: rounds are not held"
 
 
 @dataclass
@@ -53,11 +54,7 @@ class Quiet:
             busy, cpus = executor.busy(self.cpus)
             if busy is None or not cpus:
                 self.blind = True
-                say(
-                    Notice(
-                        "--burst-wait: this platform does not show CPU load: rounds are not held"
-                    )
-                )
+                say(Notice(BLIND))
                 break
             if cpus - busy >= min(WANTED, cpus) - 0.25:
                 break

@@ -150,7 +150,7 @@ def _base_cmd(worker: Worker, regime: RegimeInfo, metrics: Path | None) -> list[
     ]
     if metrics is not None:
         cmd += ["--perfctl-metrics", str(metrics)]
-    if worker.affinity:  # pyperf pins the worker itself (and its master, its workers)
+    if worker.affinity:  # a pyperf worker pins itself; pyperf's master passes it on
         cmd += ["--affinity", ",".join(map(str, worker.affinity))]
     return cmd
 

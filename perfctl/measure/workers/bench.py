@@ -57,7 +57,9 @@ def main() -> None:
     if args.worker and args.affinity:
         # pyperf pins the worker only when timing starts; the regime's set-up (and any
         # child process it starts, which inherits the mask) must run there too.
-        os.sched_setaffinity(0, {int(c) for c in args.affinity.split(",")})
+        from perfctl.measure.machine import parse_cpus
+
+        os.sched_setaffinity(0, parse_cpus(args.affinity))
     name = args.perfctl_regime
     defs = loader.load_files([Path(p) for p in args.perfctl_files.split(os.pathsep)])
     defn, kwargs = loader.find(defs, name)
