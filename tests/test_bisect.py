@@ -273,6 +273,58 @@ def test_fake_unknown_culprit_gets_a_second_look_before_a_range(
     assert fake2.calls == [] and again.culprit == record.culprit
 
 
+class StoringCompare(FakeCompare):
+    """FakeCompare whose comparisons are stored, as the real compare's are."""
+
+    def __call__(self, config, base, head, **kw) -> Comparison:  # type: ignore[no-untyped-def]
+        from perfctl.measure.machine import fingerprint
+        from perfctl.store.local import open_store
+
+        c = replace(super().__call__(config, base, head, **kw), machine=fingerprint())
+        c = replace(c, id=f"{c.id}-{len(self.calls)}")
+        open_store(config.state_dir).save_comparison(c)
+        return c
+
+
+def test_fake_a_second_look_resumed_pools_with_the_first_look(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 2.0 for i in range(6, 10)}
+    unlucky = {(0, 6): [1.414, 1.414, 2.0, 2.0, 2.0, 2.0]}
+    config = load_config(git_repo.path)
+    settings = job.BisectSettings(compare=COMPARE_FAST, attempts=2)
+    whole = StoringCompare(line, speed, unlucky)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", whole)
+    (uncut,) = job.bisect(config, line[0], line[-1], ("work",), settings)
+    looks = [s for s in uncut.steps if s.kind == StepKind.STEP and s.commit.sha == line[6]]
+    assert len(looks) == 2 and looks[1].likeness == B
+    # Again from scratch, Ctrl-C at the second look's first new comparison.
+    import shutil
+
+    shutil.rmtree(config.state_dir)
+    second = [i for i, c in enumerate(whole.calls) if c == (0, 6)][2]
+    cut = StoringCompare(line, speed, unlucky)
+
+    def ctrl_c(*args, **kw):  # type: ignore[no-untyped-def]
+        if len(cut.calls) == second:
+            raise KeyboardInterrupt
+        return cut(*args, **kw)
+
+    monkeypatch.setattr(bisect_pairs, "compare_refs", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        job.bisect(config, line[0], line[-1], ("work",), settings)
+    rest = StoringCompare(line, speed, unlucky)
+    rest.calls = cut.calls[:]  # the comparisons' ids and the lucky draws go on from there
+    monkeypatch.setattr(bisect_pairs, "compare_refs", rest)
+    (resumed,) = job.bisect(config, line[0], line[-1], ("work",), settings)
+    again = [s for s in resumed.steps if s.kind == StepKind.STEP and s.commit.sha == line[6]]
+    assert [s.likeness for s in again] == [U, B]
+    # The first look's comparisons are pooled into the second, as without the cut.
+    assert set(again[0].comparisons) < set(again[1].comparisons)
+    assert len(again[1].comparisons) == len(looks[1].comparisons)
+    assert resumed.culprit == uncut.culprit
+
+
 def test_fake_a_commit_that_stays_unknown_is_looked_at_once_more_then_a_range(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

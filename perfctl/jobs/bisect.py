@@ -156,11 +156,14 @@ class _Bisector:
         """
         stored = self.prior.get((kind, base.sha, commit.sha))
         reused = stored.pop(0) if stored else None
-        if reused is not None:
-            self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
-            return self.add(reused)
         name = self.record.regime
         names = [name] if alone else self.group.open_names(name)
+        if reused is not None:
+            self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
+            # A later look at this pair (its second look) pools with these comparisons,
+            # as it would have without the interruption.
+            self.group.pairs.resume(kind, base, commit, reused.comparisons, names)
+            return self.add(reused)
         return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts))
 
     def add(self, step: Step) -> Step:

@@ -114,6 +114,30 @@ class Pairs:
         pair = self.pairs.setdefault(_key(StepKind.CONFIRM, base, commit), Pair())
         pair.add(c, names)
 
+    def resume(
+        self,
+        kind: StepKind,
+        base: RefInfo,
+        commit: RefInfo,
+        ids: Sequence[str],
+        names: Sequence[str],
+    ) -> None:
+        """Start a pair not yet measured in this call from a reused step's stored
+        comparisons (one no longer in the store is left out)."""
+        from perfctl.errors import StoreError
+        from perfctl.store.local import open_store
+
+        key = _key(kind, base, commit)
+        if key in self.pairs or not ids:
+            return
+        pair = self.pairs[key] = Pair()
+        store = open_store(self.config.state_dir, self.config.store_url)
+        for cid in ids:
+            try:
+                pair.add(store.load_comparison(cid), names, measured_only=True)
+            except StoreError:
+                continue
+
     def pair(
         self,
         base: RefInfo,
