@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import statistics
 import subprocess
@@ -57,16 +56,18 @@ from typing import Any
 
 from _peers import commit, init_repo, load, rate, timed, tool
 
+from perfctl.measure.machine import allowed_cpus
+
 RESULTS = Path(tempfile.gettempdir()) / "perfctl-bench"
 ALARMS = ("regressed", "improved")
 PAIRS = {"A2": 0.0, "P5": 0.05, "P2": 0.02}  # head tag -> the change injected into `work`
-# The first CPU this process may use: `affinity` pins every worker of both refs there.
-FIRST_CPU = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+# The CPUs this process may use; `affinity` pins every worker of both refs to the first.
+CPUS = allowed_cpus()
 DESIGNS = {
     "today": [],
     "burst-wait": ["--burst-wait", "10"],
     "same-process": ["--pairing", "same-process"],
-    "affinity": ["--affinity", str(FIRST_CPU)],
+    "affinity": ["--affinity", str(min(CPUS))],
 }
 
 PYPROJECT = """[project]
@@ -245,9 +246,7 @@ def run(args: argparse.Namespace) -> Path:
                             "injected": injected,
                             "load_before": before,
                             "load_after": load(),
-                            "cpus": len(os.sched_getaffinity(0))
-                            if hasattr(os, "sched_getaffinity")
-                            else os.cpu_count(),
+                            "cpus": len(CPUS),
                             **got,
                         }
                         with out.open("a") as f:
@@ -280,6 +279,11 @@ def _median_s(xs: list[float]) -> str:
     return f"{statistics.median(xs):.0f} s" if xs else "–"
 
 
+def _cell(rec: dict[str, Any]) -> tuple[str, str, str]:
+    """Condition, design and perfctl revision (short) of one record."""
+    return rec["condition"], rec["design"], str(rec.get("perfctl", ""))[:7]
+
+
 def summarize(recs: list[dict[str, Any]]) -> str:
     """The Markdown table, one line per condition × design."""
     lines = [
@@ -290,17 +294,10 @@ def summarize(recs: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     # Records of different perfctl revisions are never pooled: each is its own cell.
-    revs = {str(r.get("perfctl", ""))[:7] for r in recs}
-    cells = list(
-        dict.fromkeys((r["condition"], r["design"], str(r.get("perfctl", ""))[:7]) for r in recs)
-    )
+    cells = list(dict.fromkeys(map(_cell, recs)))
+    revs = {rev for _, _, rev in cells}
     for condition, design, rev in cells:
-        mine = [
-            r
-            for r in recs
-            if (r["condition"], r["design"], str(r.get("perfctl", ""))[:7])
-            == (condition, design, rev)
-        ]
+        mine = [r for r in recs if _cell(r) == (condition, design, rev)]
         rows = _results(mine)
         same = [r for r in rows if r["injected"] == 0.0]
         p5 = [r for r in rows if r["injected"] == 0.05]

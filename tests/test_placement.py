@@ -116,8 +116,8 @@ def test_the_burst_sample_reads_only_the_cpus_asked_for() -> None:
     spin = [subprocess.Popen([sys.executable, "-c", code, str(n)]) for n in ALLOWED]
     try:
         time.sleep(0.3)
-        one = cpus_busy(0.3, cpus=[CPU])
-        every = cpus_busy(0.3)
+        one = cpus_busy([CPU], 0.3)
+        every = cpus_busy(ALLOWED, 0.3)
     finally:
         for s in spin:
             s.kill()

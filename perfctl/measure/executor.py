@@ -133,7 +133,7 @@ class PyperfExecutor:
         from perfctl.measure.machine import allowed_cpus, cpus_busy
 
         chosen = cpus or tuple(sorted(allowed_cpus()))
-        return cpus_busy(cpus=chosen), len(chosen)
+        return cpus_busy(chosen), len(chosen)
 
     def sleep(self, seconds: float) -> None:
         """time.sleep."""

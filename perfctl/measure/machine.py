@@ -98,15 +98,12 @@ def load_average() -> float | None:
         return None
 
 
-def _cpu_ticks(cpus: Collection[int] | None = None) -> tuple[int, int, int] | None:
-    """(busy, total) jiffies from /proc/stat and how many CPUs they cover: all CPUs,
-    or the ``cpuN`` lines of ``cpus`` that are there; None where there are none."""
+def _cpu_ticks(cpus: Collection[int]) -> tuple[int, int, int] | None:
+    """(busy, total) jiffies from /proc/stat summed over the ``cpuN`` lines of ``cpus``
+    that are there, and how many those are; None where there are none."""
+    wanted = {f"cpu{n}" for n in cpus}
     lines = _read("/proc/stat").splitlines()
-    if cpus is None:
-        rows = [ln.split() for ln in lines[:1] if ln.startswith("cpu ")]
-    else:
-        wanted = {f"cpu{n}" for n in cpus}
-        rows = [parts for ln in lines if (parts := ln.split()) and parts[0] in wanted]
+    rows = [parts for ln in lines if (parts := ln.split()) and parts[0] in wanted]
     busy = total = 0
     for row in rows:
         if len(row) < 6:
@@ -114,8 +111,7 @@ def _cpu_ticks(cpus: Collection[int] | None = None) -> tuple[int, int, int] | No
         ticks = [int(x) for x in row[1:9]]  # user nice system idle iowait irq softirq steal
         idle = ticks[3] + ticks[4]
         busy, total = busy + sum(ticks) - idle, total + sum(ticks)
-    count = len(rows) if cpus is not None else (os.cpu_count() or 1)
-    return (busy, total, count) if rows else None
+    return (busy, total, len(rows)) if rows else None
 
 
 def allowed_cpus() -> frozenset[int]:
@@ -126,10 +122,9 @@ def allowed_cpus() -> frozenset[int]:
         return frozenset(range(os.cpu_count() or 1))
 
 
-def cpus_busy(window: float = 0.2, cpus: Collection[int] | None = None) -> float | None:
-    """How many of ``cpus`` (default: the ones perfctl may use) were busy over the
-    next ``window`` seconds (steal time counts); None at once where /proc/stat shows
-    none of them.
+def cpus_busy(cpus: Collection[int], window: float = 0.2) -> float | None:
+    """How many of ``cpus`` were busy over the next ``window`` seconds (steal time
+    counts); None at once where /proc/stat shows none of them.
 
     Sampled while perfctl itself sleeps, so it is other work's share. Only the CPUs
     that the workers can run on count: a busy CPU outside ``taskset`` or ``--affinity``
@@ -137,12 +132,11 @@ def cpus_busy(window: float = 0.2, cpus: Collection[int] | None = None) -> float
     """
     import time
 
-    chosen = sorted(cpus) if cpus else sorted(allowed_cpus())
-    before = _cpu_ticks(chosen)
+    before = _cpu_ticks(cpus)
     if before is None:
         return None
     time.sleep(window)
-    after = _cpu_ticks(chosen)
+    after = _cpu_ticks(cpus)
     if after is None:
         return None
     if after[1] <= before[1] or after[2] != before[2]:
@@ -173,9 +167,8 @@ def parse_cpus(text: str) -> tuple[int, ...]:
 def cpus_refused(cpus: Collection[int]) -> tuple[int, ...]:
     """The CPUs of ``cpus`` a process here cannot be pinned to (offline, outside the
     container's cpuset); tried on perfctl itself, its own mask restored. Isolated CPUs
-    (``isolcpus``) are outside the default mask but can be pinned to: not refused."""
-    if not hasattr(os, "sched_setaffinity"):
-        return tuple(sorted(cpus))
+    (``isolcpus``) are outside the default mask but can be pinned to: not refused.
+    Linux only (the caller checks for ``sched_setaffinity``)."""
     own = os.sched_getaffinity(0)
     refused = []
     try:
