@@ -79,14 +79,6 @@ def keep_three():
 def sort_once():
     data = list(range(300))
     return lambda: sorted(data, reverse=True)
-
-@regime(family="alloc", ops=1)
-def sort_twice():
-    data = list(range(300))
-    def run():
-        sorted(data, reverse=True)
-        sorted(data, reverse=True)
-    return run
 """
 
 
@@ -229,12 +221,14 @@ def test_memory_blocks_per_op_are_exact(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @needs_valgrind
-def test_instructions_agree_across_processes_and_double_with_the_work(tmp_path: Path) -> None:
-    rows = _run_rows(tmp_path, "--measure", "instructions", "--regime", "sort_*")
-    once, twice = rows["sort_once"], rows["sort_twice"]
+def test_instructions_agree_across_processes(tmp_path: Path) -> None:
+    # One regime (six callgrind processes, ~3 s each): that the count follows the work
+    # is asserted by the comparison test below (twice the squarings, 1.5-2.2x).
+    rows = _run_rows(tmp_path, "--measure", "instructions", "--regime", "sort_once")
+    once = rows["sort_once"]
     assert once["unit"] == "instructions/op" and once["processes"] == 3
-    assert once["cv"] < 0.001 and twice["cv"] < 0.001  # A/A across processes
-    assert 1.8 < twice["median_s"] / once["median_s"] < 2.2
+    assert once["cv"] < 0.001  # A/A across processes
+    assert once["median_s"] > 5_000  # a 300-item sort: thousands of instructions (23,563 here)
 
 
 @pytest.fixture(scope="module")
