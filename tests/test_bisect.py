@@ -13,7 +13,15 @@ from perfctl.errors import BuildError, GitError, StoreError, UsageError
 from perfctl.jobs import bisect as job
 from perfctl.jobs import bisect_pairs
 from perfctl.jobs.compare import COMPARE_FAST
-from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Status
+from perfctl.model import (
+    Comparison,
+    Machine,
+    Notice,
+    RefInfo,
+    RegimeComparison,
+    RegimeResult,
+    Status,
+)
 from perfctl.stats import bisection, verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
 from perfctl.store.bisects import load_bisection
@@ -102,6 +110,9 @@ class FakeCompare:
 
     def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:  # type: ignore[no-untyped-def]
         self.calls.append((self.index[base], self.index[head]))
+        if progress is not None:  # what every comparison says: the machine's, say
+            progress(Notice("--burst-wait: /proc/stat shows no load here"))
+            progress(f"compared {self.index[base]} and {self.index[head]}")
         import fnmatch
 
         names = [n for n in self.speeds if any(fnmatch.fnmatchcase(n, g) for g in regimes)]
@@ -188,6 +199,19 @@ def test_fake_culprit_with_a_build_failure_and_a_failing_regime(
     assert load_bisection(git_repo.path / ".perfctl", record.id) == record
     again, fake2 = _run(git_repo, line, speed, monkeypatch)
     assert fake2.calls == [] and again.culprit == record.culprit
+
+
+def test_fake_a_notice_every_comparison_repeats_is_said_once(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeCompare(line, {i: 3.0 for i in range(6, 10)})
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    said: list[str] = []
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    job.bisect(load_config(git_repo.path), line[0], line[-1], "work", settings, said.append)
+    assert len(fake.calls) > 3
+    assert said.count("--burst-wait: /proc/stat shows no load here") == 1
+    assert sum(m.startswith("compared ") for m in said) == len(fake.calls)  # passing lines all
 
 
 def test_fake_interrupted_bisection_resumes_its_finished_steps(

@@ -21,9 +21,7 @@ from perfctl.config import Config
 from perfctl.errors import RegimeFailed, UsageError
 from perfctl.jobs.bisect_pairs import Judge, Pairs, confirm_judge, select_names, verify_judge
 from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
-from perfctl.model import (
-    RefInfo,
-)
+from perfctl.model import Notice, RefInfo
 from perfctl.stats.bisection import (
     Bisection,
     Likeness,
@@ -365,6 +363,21 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f}%"
 
 
+def _notices_once(say: Progress) -> Progress:
+    """``say``, but a lasting notice is said once per bisection: its many comparisons
+    would each repeat what holds for all of them (``--burst-wait`` seeing no load)."""
+    said: set[str] = set()
+
+    def tell(msg: str) -> None:
+        if isinstance(msg, Notice):
+            if msg in said:
+                return
+            said.add(str(msg))
+        say(msg)
+
+    return tell
+
+
 def bisect(
     config: Config,
     good: str,
@@ -387,7 +400,7 @@ def bisect(
         raise UsageError(
             "bisect needs the regimes to follow", "name them with --regime or --family"
         )
-    say = progress or (lambda _msg: None)
+    say = _notices_once(progress or (lambda _msg: None))
     if settings.profile:
         from perfctl.profile import pyspy
 
