@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +105,26 @@ def test_a_cpu_no_worker_can_be_pinned_to_is_a_usage_error(repo: GitRepo) -> Non
         "machine's or container's CPU set)\nHint: choose among CPUs "
     )
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "command",
+    [["compare", "A", "B"], ["ci"], ["bisect", "A", "B", "-r", "work"]],
+)
+def test_placement_flags_with_counters_alone_are_usage_errors(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Refused before anything else (no project needed): a counter ignores both."""
+    for flag, value in (("--affinity", "0"), ("--burst-wait", "5")):
+        proc = run_cli(*command, "--measure", "memory", flag, value, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        error, hint = proc.stderr.splitlines()
+        assert error == (
+            f"Error: {flag} applies to timed rounds, and --measure memory times nothing "
+            "(counts do not depend on where or when a process runs)"
+        )
+        assert hint.startswith(f"Hint: drop {flag}, or ")
 
 
 @pytest.mark.cli

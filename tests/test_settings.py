@@ -82,6 +82,20 @@ def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> Non
     assert settings_for(affinity="0", measure="instructions").schedule.affinity == ()
 
 
+def test_timing_flags_with_only_counters_are_refused_and_with_time_kept() -> None:
+    from perfctl.jobs.settings import refuse_untimed
+
+    for flags in ({"affinity": "0", "burst_wait": None}, {"affinity": None, "burst_wait": 5.0}):
+        with pytest.raises(UsageError, match="applies to timed rounds") as err:
+            refuse_untimed(["instructions", "memory"], **flags)  # type: ignore[arg-type]
+        assert "--measure instructions,memory,time" in (err.value.hint or "")
+    refuse_untimed(["instructions", "time"], affinity="0", burst_wait=5.0)  # time is pinned
+    refuse_untimed(["memory"], affinity="", burst_wait=0.0)  # given as off: nothing to refuse
+    with pytest.raises(UsageError) as err:
+        refuse_untimed(["memory"], affinity="0", burst_wait=None, several=False)
+    assert err.value.hint == "drop --affinity, or bisect the time: --measure time"
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [("x", "`x` is not a CPU number or range"), ("1-0", "`1-0` runs backwards"),

@@ -99,11 +99,13 @@ def bisect_cmd(
     from perfctl.config import load_config
     from perfctl.errors import RegimeFailed, UsageError
     from perfctl.jobs import bisect, compare
+    from perfctl.jobs.settings import refuse_untimed
 
     if not regime and family is None:
         raise UsageError(
             "bisect needs the regimes to follow", "name them with --regime or --family"
         )
+    refuse_untimed([measure.value], affinity=affinity, burst_wait=burst_wait, several=False)
     require_tools(measure)
     config = load_config(project)
     cs = compare.settings_for(

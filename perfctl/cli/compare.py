@@ -177,8 +177,10 @@ def compare_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs import compare
+    from perfctl.jobs.settings import refuse_untimed
 
     signals = parse_measures(measure)
+    refuse_untimed([m.value for m in signals], affinity=affinity, burst_wait=burst_wait)
     if not from_store:  # --from-store measures nothing
         for m in signals:
             require_tools(m)

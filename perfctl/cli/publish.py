@@ -212,9 +212,11 @@ def ci_cmd(
     from perfctl.config import load_config
     from perfctl.jobs.ci import CiOptions, run_ci
     from perfctl.jobs.compare import settings_for
+    from perfctl.jobs.settings import refuse_untimed
     from perfctl.jobs.shard import parse_shard
 
     signals = parse_measures(measure)
+    refuse_untimed([m.value for m in signals], affinity=affinity, burst_wait=burst_wait)
     for m in signals:
         require_tools(m)
     if shard and len(signals) > 1:

@@ -9,6 +9,7 @@ processes); `perfctl run`'s presets are pyperf's process × value counts
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from perfctl.config import Config
@@ -142,6 +143,26 @@ def settings_for(
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
+
+
+def refuse_untimed(
+    measures: Sequence[str], *, affinity: str | None, burst_wait: float | None, several: bool = True
+) -> None:
+    """Refuse ``--affinity`` and ``--burst-wait`` flags when no signal asked for is time:
+    they place and hold timed rounds, and a counter counts the same wherever and
+    whenever it runs (the config's keys are project defaults, and simply do not apply)."""
+    if "time" in measures:
+        return
+    asked = ",".join(measures)
+    for flag, given in (("--affinity", bool(affinity)), ("--burst-wait", bool(burst_wait))):
+        if given:
+            raise UsageError(
+                f"{flag} applies to timed rounds, and --measure {asked} times nothing "
+                "(counts do not depend on where or when a process runs)",
+                f"drop {flag}, or time too: --measure {asked},time"
+                if several  # bisect follows one signal
+                else f"drop {flag}, or bisect the time: --measure time",
+            )
 
 
 def pinned_cpus(text: str | None) -> tuple[int, ...]:
