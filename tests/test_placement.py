@@ -87,6 +87,17 @@ def test_every_worker_runs_on_the_cpus_affinity_names(repo: GitRepo, pairing: st
 
 
 @pytest.mark.slow
+def test_run_pins_its_workers_too(repo: GitRepo) -> None:
+    few = ["--processes", "2", "--values", "1", "--min-time", "0.01"]
+    proc = run_cli("run", "--affinity", str(CPU), *few, cwd=repo.path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"Placement: every worker was pinned to CPU {CPU} (--affinity)." in proc.stdout
+    if len(ALLOWED) > 1:  # the regime itself tells: unpinned, it fails
+        unpinned = run_cli("run", *few, cwd=repo.path)
+        assert unpinned.returncode == 3 and "not only" in unpinned.stdout, unpinned.stderr
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: every worker runs on it anyway")
 def test_without_affinity_the_workers_are_not_pinned(repo: GitRepo) -> None:
     # The regime itself tells: so the test above cannot pass with the flag ignored.
@@ -110,13 +121,14 @@ def test_a_cpu_no_worker_can_be_pinned_to_is_a_usage_error(repo: GitRepo) -> Non
 @pytest.mark.cli
 @pytest.mark.parametrize(
     "command",
-    [["compare", "A", "B"], ["ci"], ["bisect", "A", "B", "-r", "work"]],
+    [["compare", "A", "B"], ["ci"], ["bisect", "A", "B", "-r", "work"], ["run"]],
 )
 def test_placement_flags_with_counters_alone_are_usage_errors(
     tmp_path: Path, command: list[str]
 ) -> None:
     """Refused before anything else (no project needed): a counter ignores both."""
-    for flag, value in (("--affinity", "0"), ("--burst-wait", "5")):
+    flags = [("--affinity", "0"), ("--burst-wait", "5")][: 1 if command == ["run"] else 2]
+    for flag, value in flags:
         proc = run_cli(*command, "--measure", "memory", flag, value, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         error, hint = proc.stderr.splitlines()

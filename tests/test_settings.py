@@ -93,7 +93,7 @@ def test_timing_flags_with_only_counters_are_refused_and_with_time_kept() -> Non
     refuse_untimed(["memory"], affinity="", burst_wait=0.0)  # given as off: nothing to refuse
     with pytest.raises(UsageError) as err:
         refuse_untimed(["memory"], affinity="0", burst_wait=None, several=False)
-    assert err.value.hint == "drop --affinity, or bisect the time: --measure time"
+    assert err.value.hint == "drop --affinity, or measure the time: --measure time"
 
 
 @pytest.mark.parametrize(

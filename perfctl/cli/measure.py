@@ -12,6 +12,7 @@ import typer
 from perfctl.cli.common import (
     MANAGE,
     MEASURE,
+    AffinityOpt,
     ProjectOpt,
     TableOrJson,
     emit,
@@ -201,6 +202,7 @@ def run_cmd(
     ] = None,
     subject: SubjectOpt = None,
     measure: MeasureOpt = Measure.time,
+    affinity: AffinityOpt = None,
     lock_wait: LockWaitOpt = 600.0,
     fmt: Annotated[
         TableOrJson, typer.Option("--format", help="Output format.")
@@ -214,10 +216,14 @@ def run_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs.run import RunOptions, run_checkout
+    from perfctl.jobs.settings import pinned_cpus, refuse_untimed
     from perfctl.render import tables as render
 
+    refuse_untimed([measure.value], affinity=affinity, burst_wait=None, several=False)
     require_tools(measure)
     config = load_config(project, standalone=bool(regimes))
+    if affinity is None:
+        affinity = config.affinity
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
@@ -226,6 +232,8 @@ def run_cmd(
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
         measure=measure.value,
+        # Counters do not see where a process ran: only timed workers are pinned.
+        affinity=pinned_cpus(affinity) if measure == Measure.time else (),
     )
     err = err_console()
     with err.status("measuring") as status:

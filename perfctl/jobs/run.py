@@ -30,6 +30,7 @@ class RunOptions:
     lock_wait: float = 600.0
     # "time" (pyperf), "instructions" (callgrind) or "memory" (tracemalloc): measure/counters.py
     measure: str = "time"
+    affinity: tuple[int, ...] = ()  # --affinity: CPUs every timed worker is pinned to
 
 
 def subjects_env(config: Config, cli: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -101,8 +102,10 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
 def run_checkout(config: Config, options: RunOptions, progress: Progress | None = None) -> Run:
     """Measure the checkout in place with the current interpreter; save after each regime."""
     from perfctl import envs
+    from perfctl.jobs.settings import check_placement
     from perfctl.store.lock import project_lock
 
+    check_placement(options.affinity)
     target = envs.current_target(config)
     files = discovery.regime_files(config, options.regimes)
     env = {**target.env, **subjects_env(config, options.subjects)}
@@ -113,12 +116,15 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
         options.globs,
         options.family,
     )
-    worker = runner.Worker(target.python, target.cwd, env, tuple(files), config.inherit_environ)
+    worker = runner.Worker(
+        target.python, target.cwd, env, tuple(files), config.inherit_environ, options.affinity
+    )
     store = open_store(config.state_dir, config.store_url)
     settings = {
         "precision": options.precision.name,
         **options.precision.__dict__,
         "measure": options.measure,
+        "affinity": list(options.affinity),
     }
     with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)

@@ -160,8 +160,8 @@ def refuse_untimed(
                 f"{flag} applies to timed rounds, and --measure {asked} times nothing "
                 "(counts do not depend on where or when a process runs)",
                 f"drop {flag}, or time too: --measure {asked},time"
-                if several  # bisect follows one signal
-                else f"drop {flag}, or bisect the time: --measure time",
+                if several  # bisect and run take one signal
+                else f"drop {flag}, or measure the time: --measure time",
             )
 
 

@@ -137,8 +137,15 @@ def instruction_notes(c: Comparison, *, paths: bool = False, root: Path | None =
 
 def run_notes(run: Run) -> list[str]:
     """Lines to print under a run's table."""
+    from perfctl.measure.machine import format_cpus
+
     lines = [f"Crossover: {x.sentence()}" for x in run_crossovers(run)]
     note = clock_note((r.name, r.clock) for r in run.results)
+    cpus = run.settings.get("affinity") or ()
+    pinned = [f"Placement: every worker was pinned to CPU {format_cpus(cpus)} (--affinity)."]
     return (
-        lines + ([note] if note else []) + sm_clock_notes((r.name, r.metrics) for r in run.results)
+        lines
+        + ([note] if note else [])
+        + sm_clock_notes((r.name, r.metrics) for r in run.results)
+        + (pinned if cpus else [])
     )
