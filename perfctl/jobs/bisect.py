@@ -21,7 +21,7 @@ from perfctl.config import Config
 from perfctl.errors import RegimeFailed, UsageError
 from perfctl.jobs.bisect_pairs import Judge, Pairs, confirm_judge, select_names, verify_judge
 from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
-from perfctl.model import Notice, RefInfo
+from perfctl.model import RefInfo
 from perfctl.stats.bisection import (
     Bisection,
     Likeness,
@@ -363,21 +363,6 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f}%"
 
 
-def _notices_once(say: Progress) -> Progress:
-    """``say``, but a lasting notice is said once per bisection: its many comparisons
-    would each repeat what holds for all of them (``--burst-wait`` seeing no load)."""
-    said: set[str] = set()
-
-    def tell(msg: str) -> None:
-        if isinstance(msg, Notice):
-            if msg in said:
-                return
-            said.add(str(msg))
-        say(msg)
-
-    return tell
-
-
 def bisect(
     config: Config,
     good: str,
@@ -392,6 +377,7 @@ def bisect(
     every regime of that family. One record per regime, sorted by name.
     """
     from perfctl.git.line import first_parent_line
+    from perfctl.jobs.bisect_pairs import notices_once
     from perfctl.store.lock import project_lock
 
     settings = settings or BisectSettings()
@@ -400,7 +386,7 @@ def bisect(
         raise UsageError(
             "bisect needs the regimes to follow", "name them with --regime or --family"
         )
-    say = _notices_once(progress or (lambda _msg: None))
+    say = notices_once(progress or (lambda _msg: None))
     if settings.profile:
         from perfctl.profile import pyspy
 
