@@ -91,6 +91,13 @@ class Notice(str):
     __slots__ = ()
 
 
+class Fact(Notice):
+    """A Notice about the machine, true of every comparison a command makes: a command
+    that makes many (``bisect``) says it once."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Machine:
     """Where a measurement ran; ``id`` is a short hash of the stable fields."""

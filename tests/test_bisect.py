@@ -15,6 +15,7 @@ from perfctl.jobs import bisect_pairs
 from perfctl.jobs.compare import COMPARE_FAST
 from perfctl.model import (
     Comparison,
+    Fact,
     Machine,
     Notice,
     RefInfo,
@@ -111,7 +112,8 @@ class FakeCompare:
     def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:  # type: ignore[no-untyped-def]
         self.calls.append((self.index[base], self.index[head]))
         if progress is not None:  # what every comparison says: the machine's, say
-            progress(Notice("--burst-wait: /proc/stat shows no load here"))
+            progress(Fact("--burst-wait: /proc/stat shows no load here"))
+            progress(Notice("work: measured into steady load"))  # an event: each time
             progress(f"compared {self.index[base]} and {self.index[head]}")
         import fnmatch
 
@@ -211,7 +213,28 @@ def test_fake_a_notice_every_comparison_repeats_is_said_once(
     job.bisect(load_config(git_repo.path), line[0], line[-1], "work", settings, said.append)
     assert len(fake.calls) > 3
     assert said.count("--burst-wait: /proc/stat shows no load here") == 1
+    assert said.count("work: measured into steady load") == len(fake.calls)
     assert sum(m.startswith("compared ") for m in said) == len(fake.calls)  # passing lines all
+
+
+def test_the_cli_keeps_every_notice_and_step_on_screen() -> None:
+    from perfctl.cli.bisect import _progress
+
+    class Record:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def print(self, text: str) -> None:
+            self.lines.append(text)
+
+        def update(self, text: str) -> None:
+            pass
+
+    err = Record()
+    for msg in (Fact("no load shown"), Notice("c1: building environment"), "step: c3 vs c0",
+                "c1: round 2"):  # fmt: skip
+        _progress(err, Record(), msg)
+    assert err.lines == ["no load shown", "c1: building environment", "step: c3 vs c0"]
 
 
 def test_fake_interrupted_bisection_resumes_its_finished_steps(

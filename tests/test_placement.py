@@ -140,6 +140,26 @@ def test_placement_flags_with_counters_alone_are_usage_errors(
 
 
 @pytest.mark.cli
+def test_placement_flags_are_refused_where_nothing_is_measured_and_hints_never_mislead(
+    tmp_path: Path,
+) -> None:
+    stored = run_cli("compare", "A", "B", "--from-store", "--burst-wait", "3", cwd=tmp_path)
+    assert stored.returncode == 2 and stored.stderr.splitlines() == [
+        "Error: --burst-wait shapes measuring; --from-store measures nothing",
+        "Hint: drop --burst-wait (the stored comparison says how it was measured)",
+    ]
+    # A shard takes one signal: the hint cannot be "add time" (that is refused next).
+    for command in (["compare", "A", "B"], ["ci"]):
+        proc = run_cli(*command, "--shard", "1/2", "--measure", "memory", "--affinity", "0",
+                       cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 2
+        assert (
+            proc.stderr.splitlines()[1]
+            == "Hint: drop --affinity, or measure the time: --measure time"
+        )
+
+
+@pytest.mark.cli
 def test_the_burst_sample_reads_only_the_cpus_asked_for() -> None:
     from perfctl.measure.machine import cpus_busy
 
@@ -157,3 +177,24 @@ def test_the_burst_sample_reads_only_the_cpus_asked_for() -> None:
             s.wait()
     assert one is not None and 0.8 <= one <= 1.0 + 1e-9
     assert every is not None and every >= 0.8 * len(ALLOWED)
+
+
+def test_mixed_runs_placed_differently_are_warned_and_alike_are_said() -> None:
+    from perfctl.jobs.recompute import _mixed_settings, _mixed_warnings
+    from perfctl.jobs.settings import COMPARE_DEFAULT
+    from perfctl.model import Machine, RefInfo, Run
+
+    machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+
+    def run(name: str, cpus: list[int]) -> Run:
+        ref = RefInfo(name, "1" * 40)
+        return Run(name, "p", ref, machine, "now", settings={"affinity": cpus})
+
+    none = {"base": None, "head": None}
+    apart = {"base": run("b", [0]), "head": run("h", [])}
+    (said,) = [w for w in _mixed_warnings(apart, none) if "placed differently" in w]
+    assert "(--affinity: base 0, head not pinned)" in said
+    assert _mixed_settings(apart, none, COMPARE_DEFAULT)["affinity"] == []
+    alike = {"base": run("b", [1]), "head": run("h", [1])}
+    assert not [w for w in _mixed_warnings(alike, none) if "placed differently" in w]
+    assert _mixed_settings(alike, none, COMPARE_DEFAULT)["affinity"] == [1]

@@ -82,6 +82,39 @@ def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> Non
     assert settings_for(affinity="0", measure="instructions").schedule.affinity == ()
 
 
+def test_timed_cpus_come_from_flag_or_config_and_counters_are_never_pinned(
+    tmp_path: Path,
+) -> None:
+    from perfctl.jobs.settings import timed_cpus
+
+    config = load_config(project(tmp_path, 'affinity = "1"\n'))
+    assert timed_cpus(None, config, "time") == (1,)  # `run` with the config key
+    assert timed_cpus("0", config, "time") == (0,) and timed_cpus("", config, "time") == ()
+    assert timed_cpus(None, config, "memory") == ()  # the key does not apply to counters
+    with pytest.raises(UsageError, match="--affinity x"):
+        timed_cpus("x", None, "instructions")  # but a typo is a typo whatever is measured
+    # A counter comparison records no hold either: it never holds.
+    held = settings_for(config=config, burst_wait=5.0, measure="memory").schedule
+    assert (held.burst_wait, held.affinity) == (0.0, ())
+    assert settings_for(config=config, burst_wait=5.0).schedule.burst_wait == 5.0
+
+
+def test_a_run_says_where_its_workers_were_pinned() -> None:
+    from perfctl.model import Machine, RefInfo, Run
+    from perfctl.render.notes import run_notes
+
+    machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
+
+    def run(cpus: list[int]) -> Run:
+        ref = RefInfo("main", "1" * 40)
+        return Run("r", "p", ref, machine, "now", settings={"affinity": cpus})
+
+    assert run_notes(run([0, 1, 3])) == [
+        "Placement: every worker was pinned to CPU 0-1,3 (--affinity)."
+    ]
+    assert run_notes(run([])) == []
+
+
 def test_timing_flags_with_only_counters_are_refused_and_with_time_kept() -> None:
     from perfctl.jobs.settings import refuse_untimed
 

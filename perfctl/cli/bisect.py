@@ -147,11 +147,14 @@ def bisect_cmd(
 
 
 def _progress(err: Any, status: Any, message: str) -> None:
-    """Spinner text; each step's start stays on screen."""
+    """Spinner text; each step's start and every Notice stay on screen."""
+    from perfctl.cli.show import progress_line
+    from perfctl.model import Notice
     from perfctl.render.tables import esc
 
-    status.update(esc(message))
-    if message.startswith(("confirm:", "step:", "verify:", "profile:", "reusing", "resuming")):
+    progress_line(err, status, message)  # a Notice: printed there
+    steps = ("confirm:", "step:", "verify:", "profile:", "reusing", "resuming")
+    if not isinstance(message, Notice) and message.startswith(steps):
         err.print(esc(message))
 
 

@@ -177,10 +177,12 @@ def compare_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs import compare
-    from perfctl.jobs.settings import refuse_untimed
 
     signals = parse_measures(measure)
-    refuse_untimed([m.value for m in signals], affinity=affinity, burst_wait=burst_wait)
+    _check_flags(
+        [m.value for m in signals], from_store=from_store, shard=shard, profile=profile,
+        comparison=comparison, mix_runs=mix_runs, affinity=affinity, burst_wait=burst_wait,
+    )  # fmt: skip
     if not from_store:  # --from-store measures nothing
         for m in signals:
             require_tools(m)
@@ -217,12 +219,8 @@ def compare_cmd(
         for m in signals
     ]
     if len(every) > 1:
-        from perfctl.cli.signals import check_signals, compare_signals
+        from perfctl.cli.signals import compare_signals
 
-        check_signals(
-            from_store=from_store, shard=shard, profile=profile is not None,
-            comparison=comparison is not None, mix_runs=mix_runs,
-        )  # fmt: skip
         compare_signals(config, base, head, every, fmt, fail_on_regression)
         return
     c = _compare_one(
@@ -250,7 +248,6 @@ def _compare_one(
     from perfctl.jobs import annotate, compare
 
     err = err_console()
-    _check_from_store(from_store, shard=shard, comparison=comparison, mix_runs=mix_runs)
     if from_store:
         from perfctl.jobs.recompute import compare_from_store
 
@@ -273,12 +270,55 @@ def _compare_one(
     return c
 
 
-def _check_from_store(
-    from_store: bool, *, shard: str | None, comparison: str | None, mix_runs: bool
+def _check_flags(
+    signals: list[str],
+    *,
+    from_store: bool,
+    shard: str | None,
+    profile: ProfileWhich | None,
+    comparison: str | None,
+    mix_runs: bool,
+    affinity: str | None,
+    burst_wait: float | None,
 ) -> None:
-    """Flags that only make sense with (or without) --from-store."""
+    """Refuse flag combinations before anything is loaded or measured."""
+    from perfctl.jobs.settings import refuse_untimed
+
+    if len(signals) > 1:
+        from perfctl.cli.signals import check_signals
+
+        check_signals(
+            from_store=from_store, shard=shard, profile=profile is not None,
+            comparison=comparison is not None, mix_runs=mix_runs,
+        )  # fmt: skip
+    _check_from_store(
+        from_store, shard=shard, comparison=comparison, mix_runs=mix_runs,
+        placed=[f for f, on in (("--affinity", affinity), ("--burst-wait", burst_wait)) if on],
+    )  # fmt: skip
+    if not from_store:
+        refuse_untimed(
+            signals, affinity=affinity, burst_wait=burst_wait,
+            several=not (shard or profile),  # those take one signal: the hint may not add time
+        )  # fmt: skip
+
+
+def _check_from_store(
+    from_store: bool,
+    *,
+    shard: str | None,
+    comparison: str | None,
+    mix_runs: bool,
+    placed: list[str],
+) -> None:
+    """Flags that only make sense with (or without) --from-store (``placed``: the
+    placement flags given, which shape measuring)."""
     if shard and from_store:
         raise UsageError("--shard measures; --from-store does not", "drop one of them")
+    if placed and from_store:
+        raise UsageError(
+            f"{placed[0]} shapes measuring; --from-store measures nothing",
+            f"drop {placed[0]} (the stored comparison says how it was measured)",
+        )
     if (comparison or mix_runs) and not from_store:
         raise UsageError(
             f"{'--comparison' if comparison else '--mix-runs'} needs --from-store",

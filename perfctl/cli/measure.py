@@ -216,14 +216,12 @@ def run_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs.run import RunOptions, run_checkout
-    from perfctl.jobs.settings import pinned_cpus, refuse_untimed
+    from perfctl.jobs.settings import refuse_untimed, timed_cpus
     from perfctl.render import tables as render
 
     refuse_untimed([measure.value], affinity=affinity, burst_wait=None, several=False)
     require_tools(measure)
     config = load_config(project, standalone=bool(regimes))
-    if affinity is None:
-        affinity = config.affinity
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
@@ -232,8 +230,7 @@ def run_cmd(
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
         measure=measure.value,
-        # Counters do not see where a process ran: only timed workers are pinned.
-        affinity=pinned_cpus(affinity) if measure == Measure.time else (),
+        affinity=timed_cpus(affinity, config, measure.value),
     )
     err = err_console()
     with err.status("measuring") as status:

@@ -212,18 +212,12 @@ def ci_cmd(
     from perfctl.config import load_config
     from perfctl.jobs.ci import CiOptions, run_ci
     from perfctl.jobs.compare import settings_for
-    from perfctl.jobs.settings import refuse_untimed
     from perfctl.jobs.shard import parse_shard
 
     signals = parse_measures(measure)
-    refuse_untimed([m.value for m in signals], affinity=affinity, burst_wait=burst_wait)
+    _check_ci_flags([m.value for m in signals], shard, affinity, burst_wait)
     for m in signals:
         require_tools(m)
-    if shard and len(signals) > 1:
-        raise UsageError(
-            "--shard takes one signal at a time (--measure names several)",
-            "shard one signal per job, e.g. --measure time --shard 1/2",
-        )
     config = load_config(project)
     # Keywords, so mypy flags any change to compare's option handling here too.
     every = [
@@ -267,6 +261,21 @@ def ci_cmd(
     )
     outcome = run_ci(config, opts, os.environ, progress=_progress)
     _finish(outcome)
+
+
+def _check_ci_flags(
+    signals: list[str], shard: str | None, affinity: str | None, burst_wait: float | None
+) -> None:
+    """Refuse flag combinations before anything is loaded or measured."""
+    from perfctl.jobs.settings import refuse_untimed
+
+    if shard and len(signals) > 1:
+        raise UsageError(
+            "--shard takes one signal at a time (--measure names several)",
+            "shard one signal per job, e.g. --measure time --shard 1/2",
+        )
+    # With --shard, one signal: its hint names the single-signal way out.
+    refuse_untimed(signals, affinity=affinity, burst_wait=burst_wait, several=not shard)
 
 
 def _progress(message: str) -> None:

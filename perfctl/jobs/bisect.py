@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from perfctl.config import Config
 from perfctl.errors import RegimeFailed, UsageError
 from perfctl.jobs.bisect_pairs import Judge, Pairs, confirm_judge, select_names, verify_judge
-from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
+from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress, facts_once
 from perfctl.model import RefInfo
 from perfctl.stats.bisection import (
     Bisection,
@@ -377,7 +377,6 @@ def bisect(
     every regime of that family. One record per regime, sorted by name.
     """
     from perfctl.git.line import first_parent_line
-    from perfctl.jobs.bisect_pairs import notices_once
     from perfctl.store.lock import project_lock
 
     settings = settings or BisectSettings()
@@ -386,7 +385,7 @@ def bisect(
         raise UsageError(
             "bisect needs the regimes to follow", "name them with --regime or --family"
         )
-    say = notices_once(progress or (lambda _msg: None))
+    say = facts_once(progress or (lambda _msg: None))
     if settings.profile:
         from perfctl.profile import pyspy
 

@@ -24,7 +24,6 @@ from perfctl.model import (
     REGRESSED,
     SKIPPED,
     Comparison,
-    Notice,
     RefInfo,
     RegimeComparison,
 )
@@ -290,18 +289,3 @@ def select_names(
             "list them with `perfctl list`",
         )
     return sorted(chosen)
-
-
-def notices_once(say: Progress) -> Progress:
-    """``say``, but a lasting notice is said once per bisection: its many comparisons
-    would each repeat what holds for all of them (``--burst-wait`` seeing no load)."""
-    said: set[str] = set()
-
-    def tell(msg: str) -> None:
-        if isinstance(msg, Notice):
-            if msg in said:
-                return
-            said.add(str(msg))
-        say(msg)
-
-    return tell

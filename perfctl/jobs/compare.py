@@ -30,6 +30,7 @@ from perfctl.measure.interleave import SIDES
 from perfctl.measure.quiet import Quiet
 from perfctl.model import (
     Comparison,
+    Fact,
     Notice,
     RefInfo,
     RegimeInfo,
@@ -41,6 +42,21 @@ from perfctl.regimes import discovery
 from perfctl.store.local import Store, new_id, open_store, slug, utcnow
 
 Progress = Callable[[str], None]
+
+
+def facts_once(say: Progress) -> Progress:
+    """``say``, but each :class:`~perfctl.model.Fact` (about the machine) is said once
+    for all the comparisons made through it; every other message passes."""
+    said: set[str] = set()
+
+    def tell(msg: str) -> None:
+        if isinstance(msg, Fact):
+            if msg in said:
+                return
+            said.add(str(msg))
+        say(msg)
+
+    return tell
 
 
 @dataclass

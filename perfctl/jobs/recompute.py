@@ -250,7 +250,7 @@ def _mix_runs(
         commits=_commits(config, refs),
         base_run=b_run.id,
         head_run=h_run.id,
-        settings=_mixed_settings(origins, settings),
+        settings=_mixed_settings(runs, origins, settings),
         recomputed_from="+".join(c.id if c else "" for c in origins.values()).strip("+"),
     )
 
@@ -270,6 +270,15 @@ def _mixed_warnings(runs: dict[str, Run], origins: dict[str, Comparison | None])
             f"base and head were measured on different machines ({runs['base'].machine.id} "
             f"vs {runs['head'].machine.id}): differences may be the machine's"
         )
+    placed = {side: _placement(runs[side], origins[side]) for side in SIDES}
+    if placed["base"] != placed["head"]:
+        from perfctl.measure.machine import format_cpus
+
+        shown = {s: format_cpus(cpus) if cpus else "not pinned" for s, cpus in placed.items()}
+        out.append(
+            f"base and head workers were placed differently (--affinity: base {shown['base']}, "
+            f"head {shown['head']}): differences may be where they ran"
+        )
     for side in SIDES:
         c = origins[side]
         if c is not None:  # that session's own warnings (busy machine, ...) still hold
@@ -277,15 +286,23 @@ def _mixed_warnings(runs: dict[str, Run], origins: dict[str, Comparison | None])
     return tuple(dict.fromkeys(out))
 
 
+def _placement(run: Run, origin: Comparison | None) -> tuple[int, ...]:
+    """The CPUs a side's workers were pinned to: its comparison's, else its run's."""
+    return tuple((origin.settings if origin else run.settings).get("affinity") or ())
+
+
 def _mixed_settings(
-    origins: dict[str, Comparison | None], settings: CompareSettings
+    runs: dict[str, Run], origins: dict[str, Comparison | None], settings: CompareSettings
 ) -> dict[str, Any]:
     loads = [x for c in origins.values() if c for x in c.settings.get("load_average") or ()]
+    placed = {_placement(runs[side], origins[side]) for side in SIDES}
     return {
         "from_store": True,
         "mix_runs": True,
         "preset": settings.name,
         "load_average": [min(loads), max(loads)] if loads else None,
+        # Pinned alike: say so (a difference is a warning instead).
+        "affinity": list(placed.pop()) if len(placed) == 1 else [],
     }
 
 

@@ -119,7 +119,6 @@ def settings_for(
         threshold = threshold if threshold is not None else config.threshold
         alpha = alpha if alpha is not None else config.alpha
         burst_wait = burst_wait if burst_wait is not None else config.burst_wait
-        affinity = affinity if affinity is not None else config.affinity
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = s.schedule
     first = rounds if rounds is not None else sched.rounds
@@ -137,9 +136,11 @@ def settings_for(
         clock=clock,
         measure=measure,
         threshold=threshold if threshold is not None else sched.threshold,
-        burst_wait=burst_wait if burst_wait is not None else sched.burst_wait,
-        # Counters do not see where a process ran: only timed workers are pinned.
-        affinity=pinned_cpus(affinity) if measure == "time" else (),
+        # Counters are never held: their record says so (0) whatever the config says.
+        burst_wait=(burst_wait if burst_wait is not None else sched.burst_wait)
+        if measure == "time"
+        else 0.0,
+        affinity=timed_cpus(affinity, config, measure),
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
@@ -163,6 +164,16 @@ def refuse_untimed(
                 if several  # bisect and run take one signal
                 else f"drop {flag}, or measure the time: --measure time",
             )
+
+
+def timed_cpus(affinity: str | None, config: Config | None, measure: str) -> tuple[int, ...]:
+    """The CPUs the workers of ``measure`` are pinned to: ``--affinity``, else the
+    config's key (checked either way); counters do not see where a process ran, so
+    their workers are never pinned."""
+    if affinity is None and config is not None:
+        affinity = config.affinity
+    cpus = pinned_cpus(affinity)
+    return cpus if measure == "time" else ()
 
 
 def pinned_cpus(text: str | None) -> tuple[int, ...]:

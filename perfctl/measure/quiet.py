@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from perfctl.measure.executor import Executor
-from perfctl.model import Notice
+from perfctl.model import Fact, Notice
 
 POLL = 1.0  # seconds between samples while held
 # Hold while fewer CPUs than this are free (at most the machine's count, less a
@@ -54,7 +54,7 @@ class Quiet:
             busy, cpus = executor.busy(self.cpus)
             if busy is None or not cpus:
                 self.blind = True
-                say(Notice(BLIND))
+                say(Fact(BLIND))
                 break
             if cpus - busy >= min(WANTED, cpus) - 0.25:
                 break

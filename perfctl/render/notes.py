@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from perfctl.model import OK, Comparison, Run
 from perfctl.stats.crossover import Crossover, Point, crossovers
@@ -97,14 +98,16 @@ def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = 
 
 def placement_notes(c: Comparison) -> list[str]:
     """Where the workers ran, when ``--affinity`` chose it."""
+    return _pinned(c.settings, " of both refs")
+
+
+def _pinned(settings: dict[str, Any], whose: str) -> list[str]:
     from perfctl.measure.machine import format_cpus
 
-    cpus = c.settings.get("affinity") or ()
+    cpus = settings.get("affinity") or ()
     if not cpus:
         return []
-    return [
-        f"Placement: every worker of both refs was pinned to CPU {format_cpus(cpus)} (--affinity)."
-    ]
+    return [f"Placement: every worker{whose} was pinned to CPU {format_cpus(cpus)} (--affinity)."]
 
 
 def instruction_notes(c: Comparison, *, paths: bool = False, root: Path | None = None) -> list[str]:
@@ -137,15 +140,11 @@ def instruction_notes(c: Comparison, *, paths: bool = False, root: Path | None =
 
 def run_notes(run: Run) -> list[str]:
     """Lines to print under a run's table."""
-    from perfctl.measure.machine import format_cpus
-
     lines = [f"Crossover: {x.sentence()}" for x in run_crossovers(run)]
     note = clock_note((r.name, r.clock) for r in run.results)
-    cpus = run.settings.get("affinity") or ()
-    pinned = [f"Placement: every worker was pinned to CPU {format_cpus(cpus)} (--affinity)."]
     return (
         lines
         + ([note] if note else [])
         + sm_clock_notes((r.name, r.metrics) for r in run.results)
-        + (pinned if cpus else [])
+        + _pinned(run.settings, "")
     )
