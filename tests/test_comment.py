@@ -194,6 +194,15 @@ def test_provenance_and_statistics_note() -> None:
     assert "Benjamini–Hochberg correction" in body and "±2%" in body and "p &lt; 0.05" in body
 
 
+def test_a_pinned_comparison_says_where_its_workers_ran() -> None:
+    from dataclasses import replace
+
+    line = "Placement: every worker of both refs was pinned to CPU 0-1 (--affinity)."
+    assert line not in render_comment(mixed())
+    body = render_comment(replace(mixed(), settings={"affinity": [0, 1]}))
+    assert f"**Machine** {MACHINE.describe()}\n\n{line}\n" in body
+
+
 def test_headlines() -> None:
     assert headline(comparison([regime("a", REGRESSED, change=0.1)] * 2)) == "❌ 2 regressions"
     assert (

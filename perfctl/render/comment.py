@@ -39,6 +39,7 @@ from perfctl.model import (
     RegimeComparison,
 )
 from perfctl.render.escape import escape_plain, md_escape
+from perfctl.render.notes import placement_notes
 from perfctl.render.tables import change_cell, correction_name, side_cell
 
 GITHUB_LIMIT = 65_536
@@ -273,6 +274,8 @@ def compose(c: Comparison, opts: CommentOptions, *, details: bool, max_changed: 
         *_machine_lines(c),
         "",
     ]
+    placed = placement_notes(c)  # where the workers ran, when --affinity chose it
+    lines += [*(md_escape(n) for n in placed), ""] if placed else []
     for extra in _report_line(opts) + _profile_links(shown + (others if details else []), opts):
         lines += [extra, ""]
     lines.append(stats_note(c))
