@@ -294,6 +294,14 @@ def test_affinity_pins_every_worker_and_the_burst_sample_reads_those_cpus(tmp_pa
     assert placement_notes(c) == [
         "Placement: every worker of both refs was pinned to CPU 0 (--affinity)."
     ]
+    # Each side's run says it too: the history trend and --mix-runs read runs alone.
+    from perfctl.render.history import _run_hover
+    from perfctl.store.local import open_store
+
+    store = open_store(tmp_path / ".perfctl")
+    runs = [store.load_run(c.base_run), store.load_run(c.head_run)]
+    assert [r.settings.get("affinity") for r in runs] == [[0], [0]]
+    assert all("workers pinned to CPU 0 (--affinity)" in _run_hover(r) for r in runs)
 
 
 def test_same_process_workers_are_pinned_too(tmp_path: Path) -> None:
@@ -303,11 +311,15 @@ def test_same_process_workers_are_pinned_too(tmp_path: Path) -> None:
 
 
 def test_without_affinity_nothing_is_pinned_and_no_placement_is_noted(tmp_path: Path) -> None:
+    from perfctl.render.history import _run_hover
     from perfctl.render.notes import placement_notes
+    from perfctl.store.local import open_store
 
     fake = FakeExecutor(SLOWER)
     c = _compare(tmp_path, fake, _settings())
     assert fake.pinned == {()} and placement_notes(c) == []
+    run = open_store(tmp_path / ".perfctl").load_run(c.base_run)
+    assert "affinity" not in run.settings and "pinned" not in _run_hover(run)
 
 
 def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path) -> None:

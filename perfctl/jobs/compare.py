@@ -148,7 +148,10 @@ def _attach_runs(
     prior = store.pending(key) if key else None
     if prior is None:
         for side in SIDES:
-            run = new_run(config, sides[side].target.ref, {"compare": settings.name, "side": side})
+            said: dict[str, object] = {"compare": settings.name, "side": side}
+            if settings.schedule.affinity:  # the run alone (history, --mix-runs) says it too
+                said["affinity"] = list(settings.schedule.affinity)
+            run = new_run(config, sides[side].target.ref, said)
             store.begin_run(run)
             sides[side].run = run
         if key:

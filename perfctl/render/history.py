@@ -175,9 +175,13 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
 
 
 def _run_hover(run: Run) -> str:
+    from perfctl.measure.machine import format_cpus
+
+    cpus = run.settings.get("affinity") or ()
     return (
         f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
         f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
+        + (f"<br>workers pinned to CPU {format_cpus(cpus)} (--affinity)" if cpus else "")
     )
 
 
