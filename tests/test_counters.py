@@ -150,6 +150,24 @@ def test_a_failed_process_is_never_lost_whatever_ran_beside_it(
     assert "the regime broke" in (tmp_path / "side.log").read_text()  # appended as it ended
 
 
+def test_the_peak_is_the_loops_own_not_the_readings() -> None:
+    """A first call that leaves many objects from many lines (a cache, lazy imports)
+    must not make the readings' own bookkeeping count as the loop's peak."""
+    from perfctl.measure.workers.counters import memory_figures
+
+    kept: list[object] = []
+    source = compile("\n".join(f"KEPT.append([{i}])" for i in range(3000)), "<cache>", "exec")
+
+    def run() -> None:
+        if not kept:
+            exec(source, {"KEPT": kept})  # once: 3,000 lines' worth of lasting objects
+        bytearray(1024)  # then 1 kB a call, freed at once: the loop's true peak
+
+    figures = memory_figures(run, 50, 1)
+    assert 1024 <= figures["peak_traced_bytes"] < 10_000, figures
+    assert figures["alloc_blocks_per_op"] == 0  # the cache was the first loops'
+
+
 def test_counter_jobs_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFCTL_COUNTER_JOBS", "1")
     assert counters.jobs_limit() == 1

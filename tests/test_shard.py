@@ -174,7 +174,13 @@ def test_merged_shards_pinned_differently_say_so(repo: GitRepo) -> None:
     assert said.startswith(
         "the shards pinned their workers differently (--affinity: not pinned, 1)"
     )
+    first_pinned = replace(one, settings={**one.settings, "affinity": [0]})
+    mixed = shard.merge([first_pinned, two], "m1", "now")
+    assert not mixed.settings["affinity"]  # not the first shard's placement
     assert not any("pinned" in w for w in shard.merge([one, two], "m2", "now").warnings)
+    alike = shard.merge([pinned, replace(one, settings={**one.settings, "affinity": [1]})],
+                        "m3", "now")  # fmt: skip
+    assert alike.settings["affinity"] == [1]
 
 
 def test_merged_counter_shards_keep_their_test_and_limits(repo: GitRepo) -> None:

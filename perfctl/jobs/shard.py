@@ -166,9 +166,16 @@ def merge(shards: Sequence[Comparison], new_id: str, created: str) -> Comparison
             "merged_from": _provenance(shards),
             # Every shard's holds, not the first one's.
             "burst_held": round(sum(float(c.settings.get("burst_held") or 0) for c in shards), 1),
+            # Pinned alike, or not said at all (the warning says how they differed).
+            "affinity": list(_same_placement(shards)),
         },
         warnings=_warnings(shards),
     )
+
+
+def _same_placement(shards: Sequence[Comparison]) -> tuple[int, ...]:
+    placed = {tuple(c.settings.get("affinity") or ()) for c in shards}
+    return placed.pop() if len(placed) == 1 else ()
 
 
 def _provenance(shards: Sequence[Comparison]) -> list[dict[str, Any]]:
