@@ -146,7 +146,11 @@ class FakeCompare:
             head=ref(head[:10], head),
             machine=machine,
             regimes=tuple(rows),
-            settings={"globs": list(regimes), "measure": settings.schedule.measure},
+            settings={
+                "globs": list(regimes),
+                "measure": settings.schedule.measure,
+                "affinity": list(settings.schedule.affinity),
+            },
         )
 
 
@@ -333,9 +337,12 @@ class StoringCompare(FakeCompare):
         return c
 
 
+@pytest.mark.parametrize("pinned_later", [False, True])
 def test_fake_a_second_look_resumed_pools_with_the_first_look(
-    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch, pinned_later: bool
 ) -> None:
+    """Resumed, the second look pools the first look's comparisons, unless the resumed
+    call measures otherwise (here pinned with --affinity): unlike processes never pool."""
     speed = {i: 2.0 for i in range(6, 10)}
     unlucky = {(0, 6): [1.414, 1.414, 2.0, 2.0, 2.0, 2.0]}
     config = load_config(git_repo.path)
@@ -363,9 +370,16 @@ def test_fake_a_second_look_resumed_pools_with_the_first_look(
     rest = StoringCompare(line, speed, unlucky)
     rest.calls = cut.calls[:]  # the comparisons' ids and the lucky draws go on from there
     monkeypatch.setattr(bisect_pairs, "compare_refs", rest)
+    if pinned_later:
+        pinned = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, affinity=(0,)))
+        settings = replace(settings, compare=pinned)
     (resumed,) = job.bisect(config, line[0], line[-1], ("work",), settings)
     again = [s for s in resumed.steps if s.kind == StepKind.STEP and s.commit.sha == line[6]]
-    assert [s.likeness for s in again] == [U, B]
+    assert again[0].likeness == U
+    if pinned_later:  # the unpinned first look stays out of the pinned second one
+        assert not set(again[0].comparisons) & set(again[1].comparisons)
+        return
+    assert again[1].likeness == B
     # The first look's comparisons are pooled into the second, as without the cut.
     assert set(again[0].comparisons) < set(again[1].comparisons)
     assert len(again[1].comparisons) == len(looks[1].comparisons)

@@ -160,7 +160,7 @@ class _Bisector:
             self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
             # A later look at this pair (its second look) pools with these comparisons,
             # as it would have without the interruption.
-            self.group.pairs.resume(kind, base, commit, reused.comparisons, names)
+            self.group.pairs.resume(kind, base, commit, reused.comparisons, names, cs)
             return self.add(reused)
         return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts))
 

@@ -121,9 +121,10 @@ class Pairs:
         commit: RefInfo,
         ids: Sequence[str],
         names: Sequence[str],
+        cs: CompareSettings,
     ) -> None:
         """Start a pair not yet measured in this call from a reused step's stored
-        comparisons (one no longer in the store is left out)."""
+        comparisons (one no longer in the store, or measured unlike ``cs``, is left out)."""
         from perfctl.errors import StoreError
         from perfctl.store.local import open_store
 
@@ -134,9 +135,11 @@ class Pairs:
         store = open_store(self.config.state_dir, self.config.store_url)
         for cid in ids:
             try:
-                pair.add(store.load_comparison(cid), names, measured_only=True)
+                c = store.load_comparison(cid)
             except StoreError:
                 continue
+            if measured_alike(c, cs):  # a second look pools only processes alike
+                pair.add(c, names, measured_only=True)
 
     def pair(
         self,
@@ -205,16 +208,22 @@ class Pairs:
             return None  # recomputed or merged: its runs were not interleaved as one
         if c.settings.get("measure", "time") != self.measure_kind:
             return None  # another signal: instructions are no evidence about time
-        if cs is not None and (
-            c.settings.get("clock", "wall") != cs.schedule.clock
-            or c.settings.get("pairing", "process") != cs.schedule.pairing
-            # stored JSON gives a list: pinned and unpinned processes are not one sample
-            or tuple(c.settings.get("affinity") or ()) != cs.schedule.affinity
-        ):
-            return None  # CPU time, same-process or pinned pairs cannot be pooled with these
+        if cs is not None and not measured_alike(c, cs):
+            return None
         if c.machine.id != fingerprint().id:
             return None
         return c
+
+
+def measured_alike(c: Comparison, cs: CompareSettings) -> bool:
+    """Whether ``c``'s processes can be pooled with ones measured with ``cs``: CPU time,
+    same-process or pinned pairs cannot be pooled with other kinds."""
+    return (
+        c.settings.get("clock", "wall") == cs.schedule.clock
+        and c.settings.get("pairing", "process") == cs.schedule.pairing
+        # stored JSON gives a list: pinned and unpinned processes are not one sample
+        and tuple(c.settings.get("affinity") or ()) == cs.schedule.affinity
+    )
 
 
 def _key(kind: StepKind, base: RefInfo, commit: RefInfo) -> tuple[bool, str, str]:
