@@ -221,6 +221,23 @@ def test_fake_a_notice_every_comparison_repeats_is_said_once(
     assert sum(m.startswith("compared ") for m in said) == len(fake.calls)  # passing lines all
 
 
+def test_fake_a_pinned_bisection_says_where_its_workers_ran(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.render.bisect import headline
+
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {9: 3.0}))
+    pinned = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, affinity=(0, 1)))
+    settings = job.BisectSettings(compare=pinned)
+    (record,) = job.bisect(load_config(git_repo.path), line[0], line[-1], "work", settings)
+    assert record.settings["affinity"] == [0, 1]
+    assert "every worker pinned to CPU 0-1 (--affinity)" in headline(record)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {9: 3.0}))
+    (plain,) = job.bisect(load_config(git_repo.path), line[0], line[-1], "work",
+                          job.BisectSettings(compare=COMPARE_FAST, fresh=True))  # fmt: skip
+    assert not any("pinned" in ln for ln in headline(plain))
+
+
 def test_the_cli_keeps_every_notice_and_step_on_screen() -> None:
     from perfctl.cli.bisect import _progress
 

@@ -297,6 +297,7 @@ class _Group:
                 "preset": self.settings.compare.name,
                 "attempts": self.settings.attempts,
                 "measure": self.settings.measure,
+                "affinity": list(self.settings.compare.schedule.affinity),
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
                 "names": list(self.names),  # this call's selection, to resume it whole

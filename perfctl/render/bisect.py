@@ -70,12 +70,13 @@ def headline(b: Bisection) -> list[str]:
     confirm = next(iter(b.of_kind(StepKind.CONFIRM)), None)
     span = f"{b.good.ref} ({b.good.short}) → {b.bad.ref} ({b.bad.short}), {b.commits} commit(s)"
     total = f"{b.regime}: {change_text(confirm)} {_signal(b)}from GOOD to BAD"
+    span_lines = [span, *_placement(b)]
     if b.outcome == Outcome.NO_REGRESSION:
         verdict = confirm.verdict if confirm else "?"
-        return [f"no regression between GOOD and BAD to bisect ({verdict})", total, span]
+        return [f"no regression between GOOD and BAD to bisect ({verdict})", total, *span_lines]
     if b.outcome == Outcome.FAILED:
-        return [f"cannot bisect: {b.note}", total, span]
-    lines = [total, span]
+        return [f"cannot bisect: {b.note}", total, *span_lines]
+    lines = [total, *span_lines]
     if b.outcome == Outcome.CULPRIT and b.culprit is not None:
         c = b.culprit
         lines.insert(0, f"culprit: {c.sha} {c.subject} ({c.date})")
@@ -88,6 +89,14 @@ def headline(b: Bisection) -> list[str]:
     if b.note:
         lines.append(b.note)
     return lines + profile_lines(b)
+
+
+def _placement(b: Bisection) -> list[str]:
+    """Where this call's workers ran, when ``--affinity`` pinned them."""
+    from perfctl.measure.machine import format_cpus
+
+    cpus = b.settings.get("affinity") or ()
+    return [f"every worker pinned to CPU {format_cpus(cpus)} (--affinity)"] if cpus else []
 
 
 def _signal(b: Bisection) -> str:
