@@ -171,8 +171,9 @@ def test_merged_shards_pinned_differently_say_so(repo: GitRepo) -> None:
     one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
     pinned = replace(two, settings={**two.settings, "affinity": [1]})
     (said,) = [w for w in shard.merge([one, pinned], "m", "now").warnings if "pinned" in w]
-    assert said.startswith(
-        "the shards pinned their workers differently (--affinity: not pinned, 1)"
+    assert said == (
+        "the shards pinned their workers differently (--affinity: not pinned, 1): "
+        "the merged comparison names no placement"
     )
     first_pinned = replace(one, settings={**one.settings, "affinity": [0]})
     mixed = shard.merge([first_pinned, two], "m1", "now")

@@ -294,15 +294,17 @@ def _placement(run: Run, origin: Comparison | None) -> tuple[int, ...]:
 def _mixed_settings(
     runs: dict[str, Run], origins: dict[str, Comparison | None], settings: CompareSettings
 ) -> dict[str, Any]:
+    from perfctl.measure.machine import common_cpus
+
     loads = [x for c in origins.values() if c for x in c.settings.get("load_average") or ()]
-    placed = {_placement(runs[side], origins[side]) for side in SIDES}
+    placed = common_cpus(_placement(runs[side], origins[side]) for side in SIDES)
     return {
         "from_store": True,
         "mix_runs": True,
         "preset": settings.name,
         "load_average": [min(loads), max(loads)] if loads else None,
         # Pinned alike: say so (a difference is a warning instead).
-        "affinity": list(placed.pop()) if len(placed) == 1 else [],
+        "affinity": list(placed),
     }
 
 

@@ -155,6 +155,8 @@ def merge(shards: Sequence[Comparison], new_id: str, created: str) -> Comparison
     kept = {r.name: r for c in shards for r in c.regimes if r.verdict in ("failed", "skipped")}
     artifacts = {r.name: r.artifacts for c in shards for r in c.regimes if r.artifacts}
     rows = [kept.get(r.name) or replace(r, artifacts=artifacts.get(r.name, {})) for r in rows]
+    from perfctl.measure.machine import common_cpus
+
     return replace(
         first,
         id=new_id,
@@ -167,15 +169,10 @@ def merge(shards: Sequence[Comparison], new_id: str, created: str) -> Comparison
             # Every shard's holds, not the first one's.
             "burst_held": round(sum(float(c.settings.get("burst_held") or 0) for c in shards), 1),
             # Pinned alike, or not said at all (the warning says how they differed).
-            "affinity": list(_same_placement(shards)),
+            "affinity": list(common_cpus(c.settings.get("affinity") or () for c in shards)),
         },
         warnings=_warnings(shards),
     )
-
-
-def _same_placement(shards: Sequence[Comparison]) -> tuple[int, ...]:
-    placed = {tuple(c.settings.get("affinity") or ()) for c in shards}
-    return placed.pop() if len(placed) == 1 else ()
 
 
 def _provenance(shards: Sequence[Comparison]) -> list[dict[str, Any]]:
@@ -198,7 +195,7 @@ def _warnings(shards: Sequence[Comparison]) -> tuple[str, ...]:
     if len(placements) > 1:
         out.append(
             f"the shards pinned their workers differently (--affinity: {', '.join(placements)}): "
-            "the merged settings show the first shard's"
+            "the merged comparison names no placement"
         )
     machines = sorted({c.machine.id for c in shards})
     if len(machines) > 1:

@@ -8,7 +8,7 @@ import platform
 import shutil
 import socket
 import subprocess
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from perfctl.model import Machine
@@ -180,6 +180,13 @@ def cpus_refused(cpus: Collection[int]) -> tuple[int, ...]:
     finally:
         os.sched_setaffinity(0, own)
     return tuple(refused)
+
+
+def common_cpus(placements: Iterable[Collection[int]]) -> tuple[int, ...]:
+    """The CPU list every one of ``placements`` names (stored ``affinity`` values), or
+    ``()`` when they differ: workers pinned differently were not pinned as one."""
+    found = {tuple(cpus) for cpus in placements}
+    return found.pop() if len(found) == 1 else ()
 
 
 def format_cpus(cpus: Collection[int]) -> str:
