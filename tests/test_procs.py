@@ -204,3 +204,43 @@ def test_sigterm_during_a_build_kills_the_build_tree(git_repo: GitRepo, tmp_path
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert gone_within([grandchild])
+
+
+# Every fork in this process sends it a Ctrl-C from the fork's own Python hook.
+FORK_HOOKED = """\
+import os, signal, sys
+from perfctl.measure import procs
+hooked = []
+def ctrl_c():
+    hooked.append(1)
+    os.kill(os.getpid(), signal.SIGINT)
+os.register_at_fork(before=ctrl_c)
+with procs.group([sys.executable, "-c", "pass"]) as proc:
+    proc.wait()
+print(len(hooked), proc.returncode)
+"""
+
+
+@pytest.mark.cli  # real processes
+def test_spawning_runs_no_python_between_fork_and_exec() -> None:
+    # A preexec_fn makes CPython run the at-fork hooks in perfctl, where a Ctrl-C
+    # arriving then is printed as "Exception ignored ... KeyboardInterrupt" and lost.
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_HOOKED], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0"]
+    assert "Exception ignored" not in done.stderr
+
+
+@pytest.mark.cli  # real processes
+def test_a_missing_command_fails_in_perfctl_as_popen_would(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as missing:
+        procs.run(["perfctl-no-such-tool"], timeout=10)
+    assert missing.value.filename == "perfctl-no-such-tool"
+    script = tmp_path / "tool.sh"
+    script.write_text('#!/bin/sh\necho ran in "$PWD"\n')
+    script.chmod(0o755)
+    # A relative path is found from the child's working folder, as Popen finds it.
+    done = procs.run(["./tool.sh"], timeout=10, cwd=tmp_path)
+    assert done.stdout == f"ran in {tmp_path}\n"
