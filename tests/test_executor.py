@@ -302,6 +302,11 @@ def test_affinity_pins_every_worker_and_the_burst_sample_reads_those_cpus(tmp_pa
     runs = [store.load_run(c.base_run), store.load_run(c.head_run)]
     assert [r.settings.get("affinity") for r in runs] == [[0], [0]]
     assert all("workers pinned to CPU 0 (--affinity)" in _run_hover(r) for r in runs)
+    # ... and the history report's table of runs, in a column of its own.
+    from perfctl.render.html_report import render_history
+
+    page = render_history(runs, out=tmp_path / "h.html", plotly_js="cdn").read_text()
+    assert page.count("<td>CPU 0</td>") == 2 and ">pinned to</th>" in page
 
 
 def test_same_process_workers_are_pinned_too(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ def history_context(runs: list[Run], machine_id: str | None) -> dict[str, Any]:
         "machine_id": chosen,
         "machines": machines,
         "runs": list(reversed(mine)),
+        "placed": {r.id: _placement(r) for r in mine},
         "families": [
             {"id": ids.make("family", f), "name": f, "charts": c}
             for f, c in sorted(families.items())
@@ -174,14 +175,20 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
     return out
 
 
-def _run_hover(run: Run) -> str:
+def _placement(run: Run) -> str:
+    """Where a run's timed workers ran: the CPUs ``--affinity`` pinned them to, or ''."""
     from perfctl.measure.machine import format_cpus
 
     cpus = run.settings.get("affinity") or ()
+    return f"CPU {format_cpus(cpus)}" if cpus else ""
+
+
+def _run_hover(run: Run) -> str:
+    placed = _placement(run)
     return (
         f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
         f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
-        + (f"<br>workers pinned to CPU {format_cpus(cpus)} (--affinity)" if cpus else "")
+        + (f"<br>workers pinned to {placed} (--affinity)" if placed else "")
     )
 
 
