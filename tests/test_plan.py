@@ -820,7 +820,9 @@ def _block(text: str, name: str) -> str:
 def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     refs = make_project(git_repo)
     full = store(git_repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", phase1_rows())
-    full = _save(git_repo, replace(full, warnings=(BUSY,)))
+    full = _save(
+        git_repo, replace(full, warnings=(BUSY,), settings={**full.settings, "affinity": [0]})
+    )
     regressed = [replace(r, verdict="regressed", change=0.3) for r in phase1_rows()]
     # Newer, but not to be used: a from-store recomputation, a narrower re-run of two
     # regimes, and a run of every phase regime narrowed by --regime (not the whole suite).
@@ -851,6 +853,7 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     text = (git_repo.path / "PLAN.md").read_text("utf-8")
     phase = _block(text, "phase-1")
     assert "| `toy_steady` |" in phase and "improved" in phase and f"> Warning: {BUSY}" in phase
+    assert "> Placement: every worker of both refs was pinned to CPU 0 (--affinity)." in phase
     # The instructions comparison of the same commits is shown beside, never judged.
     assert "| Target | Verdict | Instructions/op (±2%) |" in phase
     rows = [ln.split(" | ") for ln in phase.splitlines() if ln.startswith("| `")]

@@ -155,10 +155,13 @@ def _crossover_lines(c: Comparison | None) -> list[str]:
 
 
 def _provenance(c: Comparison) -> list[str]:
-    """The comparison's own warnings (busy machine, runs measured apart) and its source."""
+    """The comparison's own warnings (busy machine, runs measured apart), where its
+    workers ran when pinned, and its source."""
     from perfctl.render.escape import md_escape
+    from perfctl.render.notes import placement_notes
 
     lines = [f"> Warning: {md_escape(w, 1000)}" for w in c.warnings]
+    lines += [f"> {note}" for note in placement_notes(c)]
     if c.recomputed_from:
         lines.append(f"> Recomputed from stored comparison {md_escape(c.recomputed_from)}.")
     return [*lines, ""] if lines else []
