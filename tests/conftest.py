@@ -169,6 +169,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_isolated_cpus(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """In-process perfctl sees a kernel that isolates no CPU, whatever this machine's does
+    (isolated CPUs are the default placement; tests that want some point here)."""
+    from perfctl.measure import machine
+
+    monkeypatch.setattr(machine, "ISOLATED", tmp_path_factory.getbasetemp() / "no-isolated-cpus")
+
+
+@pytest.fixture(autouse=True)
 def _unit_tests_start_no_processes(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:

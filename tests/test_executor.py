@@ -306,7 +306,7 @@ def test_affinity_pins_every_worker_and_the_burst_sample_reads_those_cpus(tmp_pa
     from perfctl.render.html_report import render_history
 
     page = render_history(runs, out=tmp_path / "h.html", plotly_js="cdn").read_text()
-    assert page.count("<td>CPU 0</td>") == 2 and ">pinned to</th>" in page
+    assert page.count("<td>CPU 0 (--affinity)</td>") == 2 and ">pinned to</th>" in page
 
 
 def test_same_process_workers_are_pinned_too(tmp_path: Path) -> None:
@@ -325,6 +325,31 @@ def test_without_affinity_nothing_is_pinned_and_no_placement_is_noted(tmp_path: 
     assert fake.pinned == {()} and placement_notes(c) == []
     run = open_store(tmp_path / ".perfctl").load_run(c.base_run)
     assert "affinity" not in run.settings and "pinned" not in _run_hover(run)
+
+
+def test_the_kernels_isolated_cpus_pin_every_worker_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.measure import machine
+    from perfctl.render.history import _run_hover
+    from perfctl.render.notes import placement_notes
+    from perfctl.store.local import open_store
+
+    isolated = tmp_path / "isolated"
+    isolated.write_text("0\n")
+    monkeypatch.setattr(machine, "ISOLATED", isolated)
+    fake = FakeExecutor(SLOWER)
+    c = _compare(tmp_path, fake, _settings())
+    assert fake.pinned == {(0,)}  # calibration and every worker process
+    assert (c.settings["affinity"], c.settings["pinned_by"]) == ((0,), "isolcpus")
+    said = "every worker of both refs was pinned to CPU 0 (the kernel's isolated CPUs)."
+    assert placement_notes(c) == [f"Placement: {said}"]
+    run = open_store(tmp_path / ".perfctl").load_run(c.head_run)
+    assert "workers pinned to CPU 0 (the kernel's isolated CPUs)" in _run_hover(run)
+    # --affinity '' pins nothing, isolated CPUs or not.
+    unpinned = FakeExecutor(SLOWER)
+    c = _compare(tmp_path / "unpinned", unpinned, _settings(affinity=""))
+    assert unpinned.pinned == {()} and placement_notes(c) == []
 
 
 def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path) -> None:

@@ -99,6 +99,11 @@ def test_run_pins_its_workers_too(repo: GitRepo) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: every worker runs on it anyway")
+@pytest.mark.skipif(
+    Path("/sys/devices/system/cpu/isolated").is_file()
+    and bool(Path("/sys/devices/system/cpu/isolated").read_text().strip()),
+    reason="this kernel isolates CPUs: they are where workers run by default",
+)
 def test_without_affinity_the_workers_are_not_pinned(repo: GitRepo) -> None:
     # The regime itself tells: so the test above cannot pass with the flag ignored.
     proc = run_cli("compare", "c1", "c2", *FAST, cwd=repo.path)
@@ -198,3 +203,60 @@ def test_mixed_runs_placed_differently_are_warned_and_alike_are_said() -> None:
     alike = {"base": run("b", [1]), "head": run("h", [1])}
     assert not [w for w in _mixed_warnings(alike, none) if "placed differently" in w]
     assert _mixed_settings(alike, none, COMPARE_DEFAULT)["affinity"] == [1]
+
+
+# `perfctl` on a machine whose kernel isolates CPU {CPU}: the sysfs file read from a test file.
+ON_ISOLATED = (
+    "import pathlib, sys\n"
+    "from perfctl.measure import machine\n"
+    "machine.ISOLATED = pathlib.Path(sys.argv.pop(1))\n"
+    "from perfctl.cli.app import main\n"
+    "main()\n"
+)
+
+
+@pytest.mark.slow
+def test_the_kernels_isolated_cpus_are_where_workers_run_by_default(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    isolated = tmp_path / "isolated"
+    isolated.write_text(f"{CPU}\n")
+    few = ["run", "--processes", "2", "--values", "1", "--min-time", "0.01"]
+    proc = subprocess.run(
+        [sys.executable, "-c", ON_ISOLATED, str(isolated), *few],
+        cwd=repo.path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the regime checks its mask
+    assert (
+        f"Placement: every worker was pinned to CPU {CPU} (the kernel's isolated CPUs)."
+        in proc.stdout
+    )
+
+
+UNDER_PYPERFS_NOSE = """\
+import os
+import pyperf._runner
+from perfctl import regime
+
+# pyperf, left to itself, pins a worker to the isolated CPUs once timing starts.
+pyperf._runner.get_isolated_cpus = lambda: [{cpu}]
+
+@regime(family="pin", ops=1)
+def stays():
+    \"\"\"Fails if its worker is pinned while timed.\"\"\"
+    def work():
+        if os.sched_getaffinity(0) != {allowed}:
+            raise RuntimeError("pinned by pyperf while timed, not by perfctl")
+    return work
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: every worker runs on it anyway")
+def test_not_pinned_means_pyperf_does_not_pin_on_its_own(repo: GitRepo, tmp_path: Path) -> None:
+    regimes = tmp_path / "stays.py"
+    regimes.write_text(UNDER_PYPERFS_NOSE.format(cpu=CPU, allowed=set(ALLOWED)))
+    few = ["--processes", "2", "--values", "1", "--min-time", "0.01"]
+    proc = run_cli("run", "--regimes", str(regimes), "--affinity", "", *few, cwd=repo.path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Placement" not in proc.stdout

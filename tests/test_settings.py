@@ -83,16 +83,20 @@ def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> Non
 
 
 def test_timed_cpus_come_from_flag_or_config_and_counters_are_never_pinned(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from perfctl.jobs.settings import timed_cpus
+    from perfctl.jobs.settings import timed_placement
+    from perfctl.measure import machine
 
+    monkeypatch.setattr(machine, "ISOLATED", tmp_path / "none")  # whatever this machine has
     config = load_config(project(tmp_path, 'affinity = "1"\n'))
-    assert timed_cpus(None, config, "time") == (1,)  # `run` with the config key
-    assert timed_cpus("0", config, "time") == (0,) and timed_cpus("", config, "time") == ()
-    assert timed_cpus(None, config, "memory") == ()  # the key does not apply to counters
+    assert timed_placement(None, config, "time") == ((1,), "--affinity")  # `run`, config key
+    assert timed_placement("0", config, "time") == ((0,), "--affinity")
+    assert timed_placement("", config, "time") == ((), "")
+    assert timed_placement(None, config, "memory") == ((), "")  # not for counters
     with pytest.raises(UsageError, match="--affinity x"):
-        timed_cpus("x", None, "instructions")  # but a typo is a typo whatever is measured
+        timed_placement("x", None, "instructions")  # but a typo is a typo whatever is measured
+    assert timed_placement(None, None, "time") == ((), "")  # nothing isolated: not pinned
     # A counter comparison records no hold either: it never holds.
     held = settings_for(config=config, burst_wait=5.0, measure="memory").schedule
     assert (held.burst_wait, held.affinity) == (0.0, ())
@@ -169,3 +173,25 @@ def test_cpu_lists_read_and_print_as_taskset_writes_them() -> None:
     assert parse_cpus("0-2,5") == (0, 1, 2, 5) and parse_cpus("3, 1") == (1, 3)
     assert format_cpus((5, 0, 1, 2)) == "0-2,5" and format_cpus((3,)) == "3"
     assert format_cpus((1, 1, 2)) == "1-2" and format_cpus(()) == ""
+
+
+def test_the_kernels_isolated_cpus_are_the_default_placement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyperf pins its workers to isolated CPUs on its own; perfctl decides it and says so.
+    from perfctl.jobs.settings import timed_placement
+    from perfctl.measure import machine
+
+    isolated = tmp_path / "isolated"
+    monkeypatch.setattr(machine, "ISOLATED", isolated)
+    for text, found in (("", ()), ("garbage\n", ()), ("0\n", (0,)), ("0,8000\n", ())):
+        isolated.write_text(text)  # 8000: not a CPU here, so nothing is pinned
+        assert machine.isolated_cpus() == found, text
+    isolated.write_text("0\n")
+    assert timed_placement(None, None, "time") == ((0,), "isolcpus")
+    sched = settings_for().schedule
+    assert (sched.affinity, sched.pinned_by) == ((0,), "isolcpus")
+    config = load_config(project(tmp_path, 'affinity = ""\n'))
+    assert timed_placement(None, config, "time") == ((), "")  # an empty key: not pinned
+    assert timed_placement("", None, "time") == ((), "")  # nor with --affinity ''
+    assert settings_for(measure="instructions").schedule.affinity == ()

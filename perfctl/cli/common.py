@@ -59,8 +59,8 @@ AffinityOpt = Annotated[
     typer.Option(
         "--affinity",
         metavar="CPUS",
-        help="Pin every timed worker process to these CPUs, e.g. 0 or 0-1,3 (Linux; "
-        "config affinity).",
+        help="Pin every timed worker process to these CPUs, e.g. 0 or 0-1,3; '' pins "
+        "nothing (Linux; config affinity; default: the kernel's isolated CPUs, if any).",
     ),
 ]
 

@@ -298,6 +298,7 @@ class _Group:
                 "attempts": self.settings.attempts,
                 "measure": self.settings.measure,
                 "affinity": list(self.settings.compare.schedule.affinity),
+                "pinned_by": self.settings.compare.schedule.pinned_by,
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
                 "names": list(self.names),  # this call's selection, to resume it whole

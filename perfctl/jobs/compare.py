@@ -151,6 +151,7 @@ def _attach_runs(
             said: dict[str, object] = {"compare": settings.name, "side": side}
             if settings.schedule.affinity:  # the run alone (history, --mix-runs) says it too
                 said["affinity"] = list(settings.schedule.affinity)
+                said["pinned_by"] = settings.schedule.pinned_by
             run = new_run(config, sides[side].target.ref, said)
             store.begin_run(run)
             sides[side].run = run

@@ -119,6 +119,7 @@ def settings_for(
         threshold = threshold if threshold is not None else config.threshold
         alpha = alpha if alpha is not None else config.alpha
         burst_wait = burst_wait if burst_wait is not None else config.burst_wait
+    cpus, pinned_by = timed_placement(affinity, config, measure)
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = s.schedule
     first = rounds if rounds is not None else sched.rounds
@@ -140,7 +141,8 @@ def settings_for(
         burst_wait=(burst_wait if burst_wait is not None else sched.burst_wait)
         if measure == "time"
         else 0.0,
-        affinity=timed_cpus(affinity, config, measure),
+        affinity=cpus,
+        pinned_by=pinned_by,
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
@@ -166,14 +168,24 @@ def refuse_untimed(
             )
 
 
-def timed_cpus(affinity: str | None, config: Config | None, measure: str) -> tuple[int, ...]:
-    """The CPUs the workers of ``measure`` are pinned to: ``--affinity``, else the
-    config's key (checked either way); counters do not see where a process ran, so
-    their workers are never pinned."""
+def timed_placement(
+    affinity: str | None, config: Config | None, measure: str
+) -> tuple[tuple[int, ...], str]:
+    """The CPUs the workers of ``measure`` are pinned to, and what chose them:
+    ``--affinity``, else the config's key (``"--affinity"``), else the CPUs the kernel
+    isolates (``"isolcpus"``; pyperf pins its workers there on its own, so perfctl
+    makes it explicit: every worker, calibration and same-process ones included, is
+    pinned alike and the record says so). ``""`` pins nothing. Counters do not see
+    where a process ran, so their workers are never pinned."""
+    from perfctl.measure.machine import isolated_cpus
+
     if affinity is None and config is not None:
         affinity = config.affinity
-    cpus = pinned_cpus(affinity)
-    return cpus if measure == "time" else ()
+    if affinity is not None:
+        cpus, by = pinned_cpus(affinity), "--affinity"  # a typo is refused whatever is measured
+    else:
+        cpus, by = (isolated_cpus() if measure == "time" else ()), "isolcpus"
+    return (cpus, by) if cpus and measure == "time" else ((), "")
 
 
 def pinned_cpus(text: str | None) -> tuple[int, ...]:

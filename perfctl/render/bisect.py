@@ -92,11 +92,11 @@ def headline(b: Bisection) -> list[str]:
 
 
 def _placement(b: Bisection) -> list[str]:
-    """Where this call's workers ran, when ``--affinity`` pinned them."""
-    from perfctl.measure.machine import format_cpus
+    """Where this call's workers ran, when they were pinned."""
+    from perfctl.render.notes import pinned_to
 
-    cpus = b.settings.get("affinity") or ()
-    return [f"every worker pinned to CPU {format_cpus(cpus)} (--affinity)"] if cpus else []
+    placed = pinned_to(b.settings)
+    return [f"every worker pinned to {placed}"] if placed else []
 
 
 def _signal(b: Bisection) -> str:

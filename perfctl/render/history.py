@@ -176,11 +176,10 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
 
 
 def _placement(run: Run) -> str:
-    """Where a run's timed workers ran: the CPUs ``--affinity`` pinned them to, or ''."""
-    from perfctl.measure.machine import format_cpus
+    """Where a run's timed workers ran (``CPU 0 (--affinity)``), or '' when not pinned."""
+    from perfctl.render.notes import pinned_to
 
-    cpus = run.settings.get("affinity") or ()
-    return f"CPU {format_cpus(cpus)}" if cpus else ""
+    return pinned_to(run.settings)
 
 
 def _run_hover(run: Run) -> str:
@@ -188,7 +187,7 @@ def _run_hover(run: Run) -> str:
     return (
         f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
         f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
-        + (f"<br>workers pinned to {placed} (--affinity)" if placed else "")
+        + (f"<br>workers pinned to {placed}" if placed else "")
     )
 
 

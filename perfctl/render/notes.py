@@ -101,13 +101,22 @@ def placement_notes(c: Comparison) -> list[str]:
     return _pinned(c.settings, " of both refs")
 
 
-def _pinned(settings: dict[str, Any], whose: str) -> list[str]:
+def pinned_to(settings: dict[str, Any]) -> str:
+    """Where a record's timed workers ran: ``CPU 0-1 (--affinity)``, ``CPU 2-3 (the
+    kernel's isolated CPUs)``, or '' when they were not pinned."""
     from perfctl.measure.machine import format_cpus
 
     cpus = settings.get("affinity") or ()
     if not cpus:
-        return []
-    return [f"Placement: every worker{whose} was pinned to CPU {format_cpus(cpus)} (--affinity)."]
+        return ""
+    # Records from before isolated CPUs were a default say nothing: --affinity chose.
+    why = "the kernel's isolated CPUs" if settings.get("pinned_by") == "isolcpus" else "--affinity"
+    return f"CPU {format_cpus(cpus)} ({why})"
+
+
+def _pinned(settings: dict[str, Any], whose: str) -> list[str]:
+    placed = pinned_to(settings)
+    return [f"Placement: every worker{whose} was pinned to {placed}."] if placed else []
 
 
 def instruction_notes(c: Comparison, *, paths: bool = False, root: Path | None = None) -> list[str]:
