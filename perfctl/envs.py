@@ -38,7 +38,7 @@ from perfctl.git import refs as gitrefs
 from perfctl.git.refs import WORKTREE
 from perfctl.measure import procs
 from perfctl.measure.environ import scrubbed_env
-from perfctl.model import Notice, RefInfo
+from perfctl.model import Fact, Notice, RefInfo
 from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime
 from perfctl.store.lock import project_lock
 
@@ -364,7 +364,8 @@ def prepare_target(
             took = time.monotonic() - started
             say(Notice(f"{ref}: environment {spec.key} ready in {took:.1f} s"))
         else:
-            say(Notice(f"{ref}: reusing environment {spec.key}{_built_note(env_dir)}"))
+            # A Fact: a command that compares many times (bisect) says it once.
+            say(Fact(f"{ref}: reusing environment {spec.key}{_built_note(env_dir)}"))
             link_runtime(config.state_dir, env_dir, config.inherit_site_packages)
     extra = _worker_env(config, spec.source)
     return Target(spec.ref, _venv_python(env_dir), spec.source, extra, env_dir)

@@ -92,8 +92,8 @@ class Notice(str):
 
 
 class Fact(Notice):
-    """A Notice about the machine, true of every comparison a command makes: a command
-    that makes many (``bisect``) says it once."""
+    """A Notice true of every comparison a command makes (about the machine, or an
+    environment it reuses as built): a command that makes many (``bisect``) says it once."""
 
     __slots__ = ()
 

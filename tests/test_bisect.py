@@ -550,6 +550,8 @@ def test_bisect_finds_each_culprit_and_names_what_it_skipped(
     assert data["seconds"] == pytest.approx(sum(b["seconds"] for b in found.values()), abs=0.1)
     work, also = found["work"], found["also"]
     assert work["outcome"] == "culprit" and also["outcome"] == "culprit", proc.stdout
+    reuses = [ln for ln in proc.stderr.splitlines() if "reusing environment" in ln]
+    assert reuses and len(reuses) == len(set(reuses)), reuses  # each said once, not per step
     assert work["culprit"]["sha"] == shas[6]
     assert work["culprit"]["subject"] == "c6: three times the work"
     assert also["culprit"]["sha"] == shas[8]
