@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _peers import asv_env, asv_machine, git, load, timed, tool, write_asv_conf
 
@@ -227,7 +228,7 @@ def asv_find(root: Path, work: Path) -> tuple[str | None, float]:
     return found, run.wall
 
 
-def bisect_once(root: Path, extra: list[str]) -> tuple[dict, float]:  # type: ignore[type-arg]
+def bisect_once(root: Path, extra: list[str]) -> tuple[dict[str, Any], float]:
     """One fresh `perfctl bisect`: the target regime's JSON record and the wall time."""
     argv = [sys.executable, "-m", "perfctl", "bisect", "good", "bad", "--regime", "target"]
     started = time.monotonic()
@@ -244,7 +245,9 @@ def bisect_once(root: Path, extra: list[str]) -> tuple[dict, float]:  # type: ig
     return record, wall
 
 
-def summarize(record: dict, shas: list[str], kinds: dict[int, str], wall: float) -> dict:  # type: ignore[type-arg]
+def summarize(
+    record: dict[str, Any], shas: list[str], kinds: dict[int, str], wall: float
+) -> dict[str, Any]:
     """One run's line: right culprit?, measured steps, named skips, wall time."""
     culprit = shas[next(i for i, k in kinds.items() if k == "culprit")]
     steps = [s for s in record["steps"] if s["kind"] == "step"]

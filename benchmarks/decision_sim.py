@@ -118,7 +118,14 @@ def aa_verdict(rng: np.random.Generator, cv: float, size: str) -> tuple[str, flo
     return verdict, max(cvs)
 
 
-BUCKETS = ((0.0, 0.08), (0.08, 0.09), (0.09, 0.095), (0.095, 0.10), (0.10, 0.105), (0.105, 0.11))
+BUCKETS: tuple[tuple[float, float], ...] = (
+    (0.0, 0.08),
+    (0.08, 0.09),
+    (0.09, 0.095),
+    (0.095, 0.10),
+    (0.10, 0.105),
+    (0.105, 0.11),
+)
 BUCKETS += ((0.11, 0.12), (0.12, 1.0))
 
 

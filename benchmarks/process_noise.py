@@ -26,6 +26,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ print(json.dumps({k: sum(v) / len(v) for k, v in ratios.items()}))
 HOG = "while True: pass"
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> object:
+def _run(argv: list[str], env: dict[str, str] | None = None) -> Any:  # the worker script's JSON
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout)
 
@@ -96,8 +97,8 @@ def separate(tmp: Path, n: int, mode: str) -> str:
         prefix = ["setarch", "-R"]
     script, pkg = str(tmp / "separate.py"), str(tmp / "a")
     procs = [_run([*prefix, sys.executable, script, "300", pkg], env) for _ in range(n)]
-    means = np.array([np.mean(p) for p in procs])  # type: ignore[arg-type]
-    inside = np.median([np.std(p) / np.mean(p) for p in procs])  # type: ignore[arg-type]
+    means = np.array([np.mean(p) for p in procs])
+    inside = np.median([np.std(p) / np.mean(p) for p in procs])
     return f"process CV {means.std(ddof=1) / means.mean():6.1%}  inside {inside:5.1%}"
 
 
@@ -105,8 +106,8 @@ def same_process(tmp: Path, n: int) -> str:
     """Spread of per-process A/A log ratios, wall clock and CPU clock."""
     script = str(tmp / "same.py")
     rows = [_run([sys.executable, script, "100", str(tmp / "a"), str(tmp / "b")]) for _ in range(n)]
-    wall = np.array([r["wall"] for r in rows])  # type: ignore[index]
-    cpu = np.array([r["cpu"] for r in rows])  # type: ignore[index]
+    wall = np.array([r["wall"] for r in rows])
+    cpu = np.array([r["cpu"] for r in rows])
     return f"ratio spread wall {wall.std(ddof=1):6.1%}  cpu {cpu.std(ddof=1):6.1%}"
 
 

@@ -561,7 +561,8 @@ def test_baseline_regimes_are_their_own_benjamini_hochberg_family() -> None:
         expected = decision.benjamini_hochberg([raw[n] for n in family])  # type: ignore[misc]
         assert [rows[n].p_adjusted for n in family] == pytest.approx(expected)
     pooled = decision.benjamini_hochberg(list(raw.values()))  # type: ignore[arg-type]
-    assert rows["real"].p_adjusted < pooled[list(raw).index("real")]
+    real, adjusted = pooled[list(raw).index("real")], rows["real"].p_adjusted
+    assert real is not None and adjusted is not None and adjusted < real
     assert rows["real"].verdict == "improved"
 
 
