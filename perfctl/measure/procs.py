@@ -4,8 +4,7 @@ Every child perfctl starts (benchmark workers, the regimes probe, py-spy,
 custom build commands) runs through :func:`group`: in its own process group
 (a terminal's Ctrl-C reaches perfctl alone), killed as a whole group when the
 ``with`` block ends for any reason (done, timeout, Ctrl-C, SIGTERM, an error),
-and asked to die with perfctl (Linux ``PR_SET_PDEATHSIG``, set by a tiny
-launcher in the child just before it execs the command) so that even a
+and asked to die with perfctl (Linux ``PR_SET_PDEATHSIG``) so that even a
 SIGKILL of perfctl cannot leave it running. The worker scripts ask the same
 for themselves (:func:`die_with_parent`), which covers pyperf's own workers.
 
@@ -18,13 +17,13 @@ removes the scratch folders (``perfctl-cmp-*``...) it left.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,49 +60,15 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-# The child asks for its own death signal, then execs the real command. A
-# ``preexec_fn`` would do the same without this launcher, but it makes CPython
-# run Python code (the at-fork handlers) in perfctl between fork and exec, where
-# a Ctrl-C is printed as "Exception ignored ... KeyboardInterrupt" and lost; with
-# no ``preexec_fn`` the spawn runs no Python code in perfctl (and uses vfork).
-# ``-I -S``: about 10 ms, and nothing of the target's environment alters it.
-LAUNCHER = """\
-import os, sys
-try:
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-except (ImportError, OSError, AttributeError):
-    pass
-if os.getppid() != int(sys.argv[1]):
-    os._exit(1)  # perfctl died before the request took effect
-try:
-    os.execv(sys.argv[2], sys.argv[3:])
-except OSError as exc:
-    sys.stderr.write(f"perfctl: cannot run {sys.argv[2]}: {exc.strerror}\\n")
-    os._exit(127)
-"""
+def _preexec(parent: int, prctl: Callable[..., int] | None) -> Callable[[], None]:
+    def child() -> None:
+        # Runs between fork and exec: only async-signal-safe work, no imports.
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
 
-
-def _resolve(argv0: str, cwd: Any, env: Any) -> str:
-    """The file ``argv0`` names, found as Popen would find it (FileNotFoundError if none)."""
-    if os.sep in argv0:
-        found: str | None = os.path.join(os.fspath(cwd), argv0) if cwd is not None else argv0
-        found = found if found is not None and os.access(found, os.X_OK) else None
-    else:
-        path = (env if env is not None else os.environ).get("PATH", os.defpath)
-        found = shutil.which(argv0, path=path)
-    if found is None:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv0)
-    return os.path.abspath(found)
-
-
-def _launch(argv: Sequence[str], popen: dict[str, Any]) -> list[str]:
-    """``argv`` behind the launcher where Linux can kill it with perfctl, else as is."""
-    argv = list(argv)
-    if not sys.platform.startswith("linux"):
-        return argv
-    target = _resolve(argv[0], popen.get("cwd"), popen.get("env"))
-    return [sys.executable, "-I", "-S", "-c", LAUNCHER, str(os.getpid()), target, *argv]
+    return child
 
 
 def kill_group(pgid: int) -> None:
@@ -112,19 +77,60 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# The signals perfctl turns into exceptions (cli/common.py): Ctrl-C, SIGTERM, SIGHUP.
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP while a child is being started; deliver one
+    that came once the child is known, so the caller's clean-up can reach it.
+
+    Popen with a ``preexec_fn`` runs Python in perfctl between fork and exec (the
+    at-fork hooks): an exception a signal handler raised there is printed as
+    "Exception ignored" and lost, and one raised elsewhere inside Popen leaves the
+    forked child running unknown. Held, the handler only notes the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread runs Python's signal handlers
+        return
+    came: list[int] = []
+    saved = {sig: signal.getsignal(sig) for sig in HELD}
+    for sig, handler in saved.items():
+        if callable(handler):  # a default or ignored signal raises nothing in Python
+            signal.signal(sig, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if callable(handler):
+                signal.signal(sig, handler)
+        if came:
+            signal.raise_signal(came[0])  # its own handler runs now, and raises
+
+
 @contextlib.contextmanager
 def group(argv: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
     """Start ``argv`` in its own process group; kill the group when the block ends."""
-    proc = subprocess.Popen(_launch(argv, popen), start_new_session=True, **popen)
-    entry = _register(proc.pid)
+    proc: subprocess.Popen[Any] | None = None
+    entry: Path | None = None
     try:
+        with _signals_held():
+            proc = subprocess.Popen(
+                list(argv),
+                start_new_session=True,
+                preexec_fn=_preexec(os.getpid(), _prctl()),  # noqa: PLW1509 - no threads spawn
+                **popen,
+            )
+            entry = _register(proc.pid)
         yield proc
     finally:
         # Whatever the child left running in its group (a leaked grandchild, a
         # build's compiler) goes with it, on every path out of the block.
-        kill_group(proc.pid)
-        with contextlib.suppress(BaseException):
-            proc.wait()
+        if proc is not None:
+            kill_group(proc.pid)
+            with contextlib.suppress(BaseException):
+                proc.wait()
         if entry is not None:
             entry.unlink(missing_ok=True)
 
