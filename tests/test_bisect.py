@@ -236,6 +236,10 @@ def test_fake_a_pinned_bisection_says_where_its_workers_ran(
     (plain,) = job.bisect(load_config(git_repo.path), line[0], line[-1], "work",
                           job.BisectSettings(compare=COMPARE_FAST, fresh=True))  # fmt: skip
     assert not any("pinned" in ln for ln in headline(plain))
+    # Resumed pinned, it reuses the unpinned steps: it names no placement at all.
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {9: 3.0}))
+    (mixed,) = job.bisect(load_config(git_repo.path), line[0], line[-1], "work", settings)
+    assert mixed.settings["affinity"] == [] and not any("pinned" in ln for ln in headline(mixed))
 
 
 def test_the_cli_keeps_every_notice_and_step_on_screen() -> None:

@@ -9,6 +9,7 @@ The unit tier (tests/conftest.py) holds these tests to starting no process but g
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,9 +41,15 @@ def _row(c: Comparison, name: str) -> RegimeComparison:
 
 
 def _compare(
-    tmp_path: Path, fake: FakeExecutor, settings: CompareSettings, base: str = "a", head: str = "b"
+    tmp_path: Path,
+    fake: FakeExecutor,
+    settings: CompareSettings,
+    base: str = "a",
+    head: str = "b",
+    progress: Callable[[str], None] | None = None,
 ) -> Comparison:
-    return compare_refs(_project(tmp_path), base, head, settings=settings, executor=fake)
+    project = _project(tmp_path)
+    return compare_refs(project, base, head, settings=settings, executor=fake, progress=progress)
 
 
 def test_a_clear_regression_stops_early_and_is_regressed(tmp_path: Path) -> None:
@@ -327,29 +334,26 @@ def test_without_affinity_nothing_is_pinned_and_no_placement_is_noted(tmp_path: 
     assert "affinity" not in run.settings and "pinned" not in _run_hover(run)
 
 
-def test_the_kernels_isolated_cpus_pin_every_worker_by_default(
+def test_isolated_cpus_are_named_once_and_nothing_is_pinned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from perfctl.measure import machine
-    from perfctl.render.history import _run_hover
     from perfctl.render.notes import placement_notes
-    from perfctl.store.local import open_store
 
     isolated = tmp_path / "isolated"
     isolated.write_text("0\n")
     monkeypatch.setattr(machine, "ISOLATED", isolated)
-    fake = FakeExecutor(SLOWER)
-    c = _compare(tmp_path, fake, _settings())
-    assert fake.pinned == {(0,)}  # calibration and every worker process
-    assert (c.settings["affinity"], c.settings["pinned_by"]) == ((0,), "isolcpus")
-    said = "every worker of both refs was pinned to CPU 0 (the kernel's isolated CPUs)."
-    assert placement_notes(c) == [f"Placement: {said}"]
-    run = open_store(tmp_path / ".perfctl").load_run(c.head_run)
-    assert "workers pinned to CPU 0 (the kernel's isolated CPUs)" in _run_hover(run)
-    # --affinity '' pins nothing, isolated CPUs or not.
-    unpinned = FakeExecutor(SLOWER)
-    c = _compare(tmp_path / "unpinned", unpinned, _settings(affinity=""))
-    assert unpinned.pinned == {()} and placement_notes(c) == []
+    fake, said = FakeExecutor(SLOWER), []
+    c = _compare(tmp_path, fake, _settings(), progress=said.append)
+    assert fake.pinned == {()} and placement_notes(c) == []
+    notices = [m for m in said if "isolates" in m]
+    assert notices == [
+        "the kernel isolates CPU 0 (isolcpus); the workers are not pinned there "
+        "(pyperf's own pinning is off too): --affinity 0 measures on them"
+    ]
+    pinned, said = FakeExecutor(SLOWER), []
+    _compare(tmp_path / "pinned", pinned, _settings(affinity="0"), progress=said.append)
+    assert pinned.pinned == {(0,)} and not [m for m in said if "isolates" in m]
 
 
 def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path) -> None:

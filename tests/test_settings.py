@@ -83,20 +83,16 @@ def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> Non
 
 
 def test_timed_cpus_come_from_flag_or_config_and_counters_are_never_pinned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    from perfctl.jobs.settings import timed_placement
-    from perfctl.measure import machine
+    from perfctl.jobs.settings import timed_cpus
 
-    monkeypatch.setattr(machine, "ISOLATED", tmp_path / "none")  # whatever this machine has
     config = load_config(project(tmp_path, 'affinity = "1"\n'))
-    assert timed_placement(None, config, "time") == ((1,), "--affinity")  # `run`, config key
-    assert timed_placement("0", config, "time") == ((0,), "--affinity")
-    assert timed_placement("", config, "time") == ((), "")
-    assert timed_placement(None, config, "memory") == ((), "")  # not for counters
+    assert timed_cpus(None, config, "time") == (1,)  # `run` with the config key
+    assert timed_cpus("0", config, "time") == (0,) and timed_cpus("", config, "time") == ()
+    assert timed_cpus(None, config, "memory") == ()  # the key does not apply to counters
     with pytest.raises(UsageError, match="--affinity x"):
-        timed_placement("x", None, "instructions")  # but a typo is a typo whatever is measured
-    assert timed_placement(None, None, "time") == ((), "")  # nothing isolated: not pinned
+        timed_cpus("x", None, "instructions")  # but a typo is a typo whatever is measured
     # A counter comparison records no hold either: it never holds.
     held = settings_for(config=config, burst_wait=5.0, measure="memory").schedule
     assert (held.burst_wait, held.affinity) == (0.0, ())
@@ -175,23 +171,23 @@ def test_cpu_lists_read_and_print_as_taskset_writes_them() -> None:
     assert format_cpus((1, 1, 2)) == "1-2" and format_cpus(()) == ""
 
 
-def test_the_kernels_isolated_cpus_are_the_default_placement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # pyperf pins its workers to isolated CPUs on its own; perfctl decides it and says so.
-    from perfctl.jobs.settings import timed_placement
+def test_isolated_cpus_are_named_not_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pinned before set-up, a regime's threads would pile onto isolated CPUs, which the
+    # scheduler does not balance: perfctl says where they are and pins only when asked.
+    from perfctl.jobs.settings import isolated_notice
     from perfctl.measure import machine
 
     isolated = tmp_path / "isolated"
     monkeypatch.setattr(machine, "ISOLATED", isolated)
-    for text, found in (("", ()), ("garbage\n", ()), ("0\n", (0,)), ("0,8000\n", ())):
-        isolated.write_text(text)  # 8000: not a CPU here, so nothing is pinned
+    for text, found in (("", ()), ("garbage\n", ()), ("2-3,5\n", (2, 3, 5))):
+        isolated.write_text(text)
         assert machine.isolated_cpus() == found, text
-    isolated.write_text("0\n")
-    assert timed_placement(None, None, "time") == ((0,), "isolcpus")
-    sched = settings_for().schedule
-    assert (sched.affinity, sched.pinned_by) == ((0,), "isolcpus")
-    config = load_config(project(tmp_path, 'affinity = ""\n'))
-    assert timed_placement(None, config, "time") == ((), "")  # an empty key: not pinned
-    assert timed_placement("", None, "time") == ((), "")  # nor with --affinity ''
-    assert settings_for(measure="instructions").schedule.affinity == ()
+    assert settings_for().schedule.affinity == ()  # not a default placement
+    assert isolated_notice((), "time") == (
+        "the kernel isolates CPU 2-3,5 (isolcpus); the workers are not pinned there "
+        "(pyperf's own pinning is off too): --affinity 2-3,5 measures on them"
+    )
+    assert isolated_notice((2,), "time") == ""  # pinned: the placement line says where
+    assert isolated_notice((), "instructions") == ""  # a count does not depend on it
+    isolated.unlink()
+    assert isolated_notice((), "time") == ""

@@ -60,7 +60,7 @@ AffinityOpt = Annotated[
         "--affinity",
         metavar="CPUS",
         help="Pin every timed worker process to these CPUs, e.g. 0 or 0-1,3; '' pins "
-        "nothing (Linux; config affinity; default: the kernel's isolated CPUs, if any).",
+        "nothing (Linux; config affinity; default: not pinned).",
     ),
 ]
 

@@ -216,13 +216,12 @@ def run_cmd(
 
     from perfctl.config import load_config
     from perfctl.jobs.run import RunOptions, run_checkout
-    from perfctl.jobs.settings import refuse_untimed, timed_placement
+    from perfctl.jobs.settings import isolated_notice, refuse_untimed, timed_cpus
     from perfctl.render import tables as render
 
     refuse_untimed([measure.value], affinity=affinity, burst_wait=None, several=False)
     require_tools(measure)
     config = load_config(project, standalone=bool(regimes))
-    cpus, pinned_by = timed_placement(affinity, config, measure.value)
     opts = RunOptions(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
@@ -231,10 +230,11 @@ def run_cmd(
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
         measure=measure.value,
-        affinity=cpus,
-        pinned_by=pinned_by,
+        affinity=timed_cpus(affinity, config, measure.value),
     )
     err = err_console()
+    if notice := isolated_notice(opts.affinity, opts.measure):
+        err.print(notice, markup=False, highlight=False)
     with err.status("measuring") as status:
 
         def progress(name: str, i: int, n: int) -> None:

@@ -285,6 +285,9 @@ class _Group:
         bid = bisection_id(good.sha, bad.sha, name, self.settings.measure)
         # The regime's own record, whichever call wrote it: its steps are reused.
         prior = None if self.settings.fresh else load_bisection(self.config.state_dir, bid)
+        cpus = list(self.settings.compare.schedule.affinity)
+        if prior is not None and list(prior.settings.get("affinity") or ()) != cpus:
+            cpus = []  # its reused steps were placed otherwise: no one placement to name
         record = Bisection(
             id=bid,
             created=prior.created if prior else utcnow(),
@@ -297,8 +300,7 @@ class _Group:
                 "preset": self.settings.compare.name,
                 "attempts": self.settings.attempts,
                 "measure": self.settings.measure,
-                "affinity": list(self.settings.compare.schedule.affinity),
-                "pinned_by": self.settings.compare.schedule.pinned_by,
+                "affinity": cpus,
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
                 "names": list(self.names),  # this call's selection, to resume it whole

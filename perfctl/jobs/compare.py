@@ -21,7 +21,7 @@ from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
 from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
 from perfctl.jobs.settings import COMPARE_RIGOROUS as COMPARE_RIGOROUS
 from perfctl.jobs.settings import CompareSettings as CompareSettings
-from perfctl.jobs.settings import check_placement
+from perfctl.jobs.settings import check_placement, isolated_notice
 from perfctl.jobs.settings import settings_for as settings_for
 from perfctl.jobs.shard import split
 from perfctl.measure import counters, duo, interleave, runner
@@ -89,6 +89,8 @@ def compare_refs(
     if regimes:
         settings = replace(settings, globs=tuple(regimes))
     say = progress or (lambda _msg: None)
+    if notice := isolated_notice(settings.schedule.affinity, settings.schedule.measure):
+        say(Fact(notice))
     with project_lock(config.state_dir, wait=settings.lock_wait, what="compare"):
         store = open_store(config.state_dir, config.store_url)
         files = _regime_files(config, settings)
@@ -151,7 +153,6 @@ def _attach_runs(
             said: dict[str, object] = {"compare": settings.name, "side": side}
             if settings.schedule.affinity:  # the run alone (history, --mix-runs) says it too
                 said["affinity"] = list(settings.schedule.affinity)
-                said["pinned_by"] = settings.schedule.pinned_by
             run = new_run(config, sides[side].target.ref, said)
             store.begin_run(run)
             sides[side].run = run

@@ -305,7 +305,6 @@ def _mixed_settings(
         "load_average": [min(loads), max(loads)] if loads else None,
         # Pinned alike: say so (a difference is a warning instead).
         "affinity": list(placed),
-        "pinned_by": (origins["base"] or runs["base"]).settings.get("pinned_by", ""),
     }
 
 

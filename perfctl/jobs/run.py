@@ -30,8 +30,7 @@ class RunOptions:
     lock_wait: float = 600.0
     # "time" (pyperf), "instructions" (callgrind) or "memory" (tracemalloc): measure/counters.py
     measure: str = "time"
-    affinity: tuple[int, ...] = ()  # CPUs every timed worker is pinned to
-    pinned_by: str = ""  # what chose them: "--affinity" or "isolcpus" (settings.timed_placement)
+    affinity: tuple[int, ...] = ()  # --affinity: CPUs every timed worker is pinned to
 
 
 def subjects_env(config: Config, cli: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -126,7 +125,6 @@ def run_checkout(config: Config, options: RunOptions, progress: Progress | None 
         **options.precision.__dict__,
         "measure": options.measure,
         "affinity": list(options.affinity),
-        **({"pinned_by": options.pinned_by} if options.affinity else {}),
     }
     with project_lock(config.state_dir, wait=options.lock_wait, what="run"):
         run = new_run(config, target.ref, settings)

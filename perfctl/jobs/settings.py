@@ -119,7 +119,6 @@ def settings_for(
         threshold = threshold if threshold is not None else config.threshold
         alpha = alpha if alpha is not None else config.alpha
         burst_wait = burst_wait if burst_wait is not None else config.burst_wait
-    cpus, pinned_by = timed_placement(affinity, config, measure)
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = s.schedule
     first = rounds if rounds is not None else sched.rounds
@@ -141,8 +140,7 @@ def settings_for(
         burst_wait=(burst_wait if burst_wait is not None else sched.burst_wait)
         if measure == "time"
         else 0.0,
-        affinity=cpus,
-        pinned_by=pinned_by,
+        affinity=timed_cpus(affinity, config, measure),
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
@@ -168,24 +166,31 @@ def refuse_untimed(
             )
 
 
-def timed_placement(
-    affinity: str | None, config: Config | None, measure: str
-) -> tuple[tuple[int, ...], str]:
-    """The CPUs the workers of ``measure`` are pinned to, and what chose them:
-    ``--affinity``, else the config's key (``"--affinity"``), else the CPUs the kernel
-    isolates (``"isolcpus"``; pyperf pins its workers there on its own, so perfctl
-    makes it explicit: every worker, calibration and same-process ones included, is
-    pinned alike and the record says so). ``""`` pins nothing. Counters do not see
-    where a process ran, so their workers are never pinned."""
-    from perfctl.measure.machine import isolated_cpus
-
+def timed_cpus(affinity: str | None, config: Config | None, measure: str) -> tuple[int, ...]:
+    """The CPUs the workers of ``measure`` are pinned to: ``--affinity``, else the
+    config's key (checked either way); counters do not see where a process ran, so
+    their workers are never pinned."""
     if affinity is None and config is not None:
         affinity = config.affinity
-    if affinity is not None:
-        cpus, by = pinned_cpus(affinity), "--affinity"  # a typo is refused whatever is measured
-    else:
-        cpus, by = (isolated_cpus() if measure == "time" else ()), "isolcpus"
-    return (cpus, by) if cpus and measure == "time" else ((), "")
+    cpus = pinned_cpus(affinity)
+    return cpus if measure == "time" else ()
+
+
+def isolated_notice(cpus: tuple[int, ...], measure: str) -> str:
+    """What to say when timed workers go unpinned on a kernel that isolates CPUs, or ''.
+
+    Not a default placement: pinned before set-up, every thread and child a regime
+    starts shares the isolated CPUs, which the scheduler does not balance across."""
+    from perfctl.measure.machine import format_cpus, isolated_cpus
+
+    isolated = isolated_cpus()
+    if cpus or measure != "time" or not isolated:
+        return ""
+    shown = format_cpus(isolated)
+    return (
+        f"the kernel isolates CPU {shown} (isolcpus); the workers are not pinned there "
+        f"(pyperf's own pinning is off too): --affinity {shown} measures on them"
+    )
 
 
 def pinned_cpus(text: str | None) -> tuple[int, ...]:

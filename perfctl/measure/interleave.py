@@ -47,11 +47,9 @@ class Schedule:
     # Seconds a round may be held while other work fills the CPUs (measure/quiet.py);
     # 0 measures into bursts.
     burst_wait: float = 0.0
-    # CPUs every worker process of both sides is pinned to; () leaves placement to
-    # the operating system. pinned_by says what chose them: "--affinity" (the flag
-    # or the config key) or "isolcpus" (the CPUs the kernel isolates, by default).
+    # CPUs every worker process of both sides is pinned to (--affinity); () leaves
+    # placement to the operating system.
     affinity: tuple[int, ...] = ()
-    pinned_by: str = ""
 
 
 @dataclass

@@ -182,21 +182,16 @@ def cpus_refused(cpus: Collection[int]) -> tuple[int, ...]:
     return tuple(refused)
 
 
-# Where Linux lists the CPUs its scheduler leaves alone (isolcpus=, nohz_full=).
+# Where Linux lists the CPUs that `isolcpus=` keeps from the scheduler.
 ISOLATED = Path("/sys/devices/system/cpu/isolated")
 
 
 def isolated_cpus() -> tuple[int, ...]:
-    """The CPUs the kernel isolates (``isolcpus``) that a worker here can be pinned
-    to; () where none are, or where any of them cannot be used (a container's
-    cpuset): then nothing is pinned rather than some workers."""
+    """The CPUs the kernel isolates (``isolcpus``); () where none are or it cannot tell."""
     try:
-        cpus = parse_cpus(ISOLATED.read_text(encoding="ascii").strip())
+        return parse_cpus(ISOLATED.read_text(encoding="ascii").strip())
     except (OSError, ValueError, UnicodeDecodeError):
         return ()  # no such file (not Linux, Linux < 4.2), or empty: none isolated
-    if not hasattr(os, "sched_setaffinity") or cpus_refused(cpus):
-        return ()
-    return cpus
 
 
 def common_cpus(placements: Iterable[Collection[int]]) -> tuple[int, ...]:

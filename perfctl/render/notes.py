@@ -102,16 +102,12 @@ def placement_notes(c: Comparison) -> list[str]:
 
 
 def pinned_to(settings: dict[str, Any]) -> str:
-    """Where a record's timed workers ran: ``CPU 0-1 (--affinity)``, ``CPU 2-3 (the
-    kernel's isolated CPUs)``, or '' when they were not pinned."""
+    """Where a record's timed workers ran: ``CPU 0-1 (--affinity)``, or '' when they
+    were not pinned (perfctl pins only where --affinity or the config asks)."""
     from perfctl.measure.machine import format_cpus
 
     cpus = settings.get("affinity") or ()
-    if not cpus:
-        return ""
-    # Records from before isolated CPUs were a default say nothing: --affinity chose.
-    why = "the kernel's isolated CPUs" if settings.get("pinned_by") == "isolcpus" else "--affinity"
-    return f"CPU {format_cpus(cpus)} ({why})"
+    return f"CPU {format_cpus(cpus)} (--affinity)" if cpus else ""
 
 
 def _pinned(settings: dict[str, Any], whose: str) -> list[str]:

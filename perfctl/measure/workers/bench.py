@@ -62,8 +62,8 @@ def main() -> None:
         os.sched_setaffinity(0, parse_cpus(args.affinity))
     elif args.worker and hasattr(os, "sched_getaffinity"):
         # Not pinned: without --affinity pyperf would pin to the kernel's isolated CPUs
-        # on its own when timing starts, which perfctl decides (settings.timed_placement)
-        # and records. Naming the mask it has keeps the worker where it is.
+        # on its own when timing starts, where the record says "not pinned" (perfctl
+        # pins only where --affinity asks). Naming the mask it has keeps it in place.
         args.affinity = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     name = args.perfctl_regime
     defs = loader.load_files([Path(p) for p in args.perfctl_files.split(os.pathsep)])
