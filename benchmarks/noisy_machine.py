@@ -23,8 +23,9 @@ script:
 Designs, each trial running every design in rotating order so that drift hits
 them alike: ``today`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
 ``same-process`` (``--pairing same-process``), ``affinity`` (``--affinity`` the
-first CPU this process may use: every worker of both refs on one CPU), and
-any ``--design NAME='ARGS'`` given. Every comparison runs at the default
+first CPU this process may use: every worker of both refs on one CPU),
+``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
+time), and any ``--design NAME='ARGS'`` given. Every comparison runs at the default
 settings otherwise.
 
 Every result is appended to a JSONL file as it finishes; the table is printed at
@@ -68,6 +69,9 @@ DESIGNS = {
     "burst-wait": ["--burst-wait", "10"],
     "same-process": ["--pairing", "same-process"],
     "affinity": ["--affinity", str(min(CPUS))],
+    # The timing thread's on-CPU time: blind to waiting for a CPU, and to the pipe
+    # regime's child process (its A/A figures say what that costs).
+    "cpu-clock": ["--pairing", "same-process", "--clock", "cpu"],
 }
 
 PYPROJECT = """[project]
