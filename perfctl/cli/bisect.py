@@ -13,6 +13,7 @@ from perfctl.cli.common import (
     Format,
     ProjectOpt,
     emit,
+    finite,
     guarded,
     out_console,
 )
@@ -59,20 +60,26 @@ def bisect_cmd(
         int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")
     ] = None,
     min_time: Annotated[
-        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+        float | None,
+        typer.Option("--min-time", callback=finite, min=0.001, help="Minimum seconds per value."),
     ] = None,
     time_budget: Annotated[
         float | None,
-        typer.Option("--time-budget", min=0, help="Seconds per comparison before it stops."),
+        typer.Option(
+            "--time-budget", callback=finite, min=0, help="Seconds per comparison before it stops."
+        ),
     ] = None,
     burst_wait: BurstWaitOpt = None,
     affinity: AffinityOpt = None,
     threshold: Annotated[
         float | None,
-        typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02)."),
+        typer.Option(
+            "--threshold", callback=finite, min=0, help="Noise band as a fraction (default 0.02)."
+        ),
     ] = None,
     alpha: Annotated[
-        float | None, typer.Option("--alpha", min=0, max=1, help="Significance level.")
+        float | None,
+        typer.Option("--alpha", callback=finite, min=0, max=1, help="Significance level."),
     ] = None,
     attempts: Annotated[
         int,

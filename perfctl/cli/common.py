@@ -30,6 +30,16 @@ class Format(StrEnum):
     markdown = "markdown"
 
 
+def finite(value: float | None) -> float | None:
+    """Refuse nan and inf for a number option: a range check (``min=``) lets nan
+    through, and a nan or infinite wait, budget or duration never ends."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 class TableOrJson(StrEnum):
     """Formats for listing commands."""
 
@@ -47,6 +57,7 @@ BurstWaitOpt = Annotated[
     float | None,
     typer.Option(
         "--burst-wait",
+        callback=finite,
         min=0,
         help="Hold a round up to S seconds while other work fills the CPUs (0: never; "
         "config burst_wait).",

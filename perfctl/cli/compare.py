@@ -14,6 +14,7 @@ from perfctl.cli.common import (
     Format,
     ProjectOpt,
     err_console,
+    finite,
     guarded,
 )
 from perfctl.cli.measure import (
@@ -81,23 +82,34 @@ def compare_cmd(
         int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")
     ] = None,
     min_time: Annotated[
-        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+        float | None,
+        typer.Option("--min-time", callback=finite, min=0.001, help="Minimum seconds per value."),
     ] = None,
     time_budget: Annotated[
         float | None,
         typer.Option(
-            "--time-budget", min=0, help="Seconds per regime before sequential sampling stops."
+            "--time-budget",
+            callback=finite,
+            min=0,
+            help="Seconds per regime before sequential sampling stops.",
         ),
     ] = None,
     burst_wait: BurstWaitOpt = None,
     affinity: AffinityOpt = None,
     threshold: Annotated[
         float | None,
-        typer.Option("--threshold", min=0, help="Noise band as a fraction (default 0.02 = 2%)."),
+        typer.Option(
+            "--threshold",
+            callback=finite,
+            min=0,
+            help="Noise band as a fraction (default 0.02 = 2%).",
+        ),
     ] = None,
     alpha: Annotated[
         float | None,
-        typer.Option("--alpha", min=0, max=1, help="Significance level after BH correction."),
+        typer.Option(
+            "--alpha", callback=finite, min=0, max=1, help="Significance level after BH correction."
+        ),
     ] = None,
     order: Annotated[
         Order, typer.Option("--order", help="Interleaving: abba or seeded random.")

@@ -18,6 +18,7 @@ from perfctl.cli.common import (
     emit,
     emit_listing,
     err_console,
+    finite,
     guarded,
     out_console,
 )
@@ -43,6 +44,7 @@ LockWaitOpt = Annotated[
     float,
     typer.Option(
         "--lock-wait",
+        callback=finite,
         min=0,
         help="Seconds to wait for another perfctl process holding the project lock.",
     ),
@@ -198,7 +200,8 @@ def run_cmd(
         int | None, typer.Option("--values", min=1, help="Override values per process.")
     ] = None,
     min_time: Annotated[
-        float | None, typer.Option("--min-time", min=0.001, help="Minimum seconds per value.")
+        float | None,
+        typer.Option("--min-time", callback=finite, min=0.001, help="Minimum seconds per value."),
     ] = None,
     subject: SubjectOpt = None,
     measure: MeasureOpt = Measure.time,

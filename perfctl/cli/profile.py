@@ -14,6 +14,7 @@ from perfctl.cli.common import (
     ProjectOpt,
     TableOrJson,
     emit,
+    finite,
     guarded,
     interrupted_code,
     signal_note,
@@ -99,7 +100,10 @@ def profile_cmd(
         ),
     ] = None,
     duration: Annotated[
-        float, typer.Option("--duration", help="Seconds the regime loops under the profiler.")
+        float,
+        typer.Option(
+            "--duration", callback=finite, help="Seconds the regime loops under the profiler."
+        ),
     ] = 5.0,
     rate: Annotated[int, typer.Option("--rate", help="Samples per second.")] = 100,
     native: Annotated[

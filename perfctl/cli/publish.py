@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfctl.cli.common import MANAGE, PUBLISH, AffinityOpt, BurstWaitOpt, ProjectOpt, emit, guarded
+from perfctl.cli.common import (
+    MANAGE,
+    PUBLISH,
+    AffinityOpt,
+    BurstWaitOpt,
+    ProjectOpt,
+    emit,
+    finite,
+    guarded,
+)
 from perfctl.cli.measure import (
     GlobOpt,
     LockWaitOpt,
@@ -167,15 +176,18 @@ def ci_cmd(
         int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")
     ] = None,
     time_budget: Annotated[
-        float | None, typer.Option("--time-budget", min=0, help="Seconds per regime.")
+        float | None,
+        typer.Option("--time-budget", callback=finite, min=0, help="Seconds per regime."),
     ] = None,
     burst_wait: BurstWaitOpt = None,
     affinity: AffinityOpt = None,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", min=0, help="Noise band (0.02 = 2%).")
+        float | None,
+        typer.Option("--threshold", callback=finite, min=0, help="Noise band (0.02 = 2%)."),
     ] = None,
     alpha: Annotated[
-        float | None, typer.Option("--alpha", min=0, max=1, help="Significance level.")
+        float | None,
+        typer.Option("--alpha", callback=finite, min=0, max=1, help="Significance level."),
     ] = None,
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Re-measure regressed regimes before reporting.")
