@@ -48,3 +48,20 @@ def test_help_shows_no_placeholder_for_plain_flags() -> None:
         assert "--help" in out.stdout
         if args == ["compare"]:
             assert "<int range>" in out.stdout and "<abba|random>" in out.stdout
+
+
+def test_parsing_a_command_loads_no_validation_library(tmp_path: object) -> None:
+    # typer 0.29 coerces every option through pydantic (0.1-0.2 s per call, here on
+    # every invocation): pyproject keeps typer below it, and this test says why.
+    code = (
+        "import sys\n"
+        "from perfctl.cli.app import main\n"
+        f"sys.argv = ['perfctl', 'runs', '--format', 'json', '-C', {str(tmp_path)!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in {(*HEAVY, 'pydantic')!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
