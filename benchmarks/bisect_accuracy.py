@@ -189,6 +189,14 @@ def git_bisect_run(root: Path, work: Path) -> tuple[str | None, float, int]:
         git(root, "checkout", "-q", ref)
         ends.append(float(timed([sys.executable, str(step), "measure"], cwd=root).stdout))
     threshold = math.sqrt(ends[0] * ends[1])
+    # A step that cannot build GOOD skips every commit (no `wheel` package, say): that
+    # is this script's environment failing, never a figure of git bisect's.
+    git(root, "checkout", "-q", "good")
+    if subprocess.run([sys.executable, str(step), "inf"], cwd=root).returncode != 0:
+        raise SystemExit(
+            f"the git bisect run step cannot build GOOD with {sys.executable}: "
+            "pip install wheel setuptools into that environment"
+        )
     git(root, "checkout", "-q", "main")
     git(root, "bisect", "start", "bad", "good")
     try:
