@@ -34,7 +34,8 @@ def _no_placeholder_for_flags() -> None:
         return shown(self, ctx)
 
     display_type_rich._perfctl_flags = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    # setattr: the attribute exists only in the typer releases that need the hook.
+    setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010
 
 
 _no_placeholder_for_flags()
