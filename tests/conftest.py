@@ -192,6 +192,6 @@ def _unit_tests_start_no_processes(
         argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)  # type: ignore[call-overload]
         if Path(os.fsdecode(argv[0])).name not in _UNIT_TOOLS:
             raise AssertionError(f"a unit test started {argv[0]!r}: mark the test cli or e2e")
-        real(self, args, *a, **kw)  # type: ignore[arg-type]
+        real(self, args, *a, **kw)  # type: ignore[call-overload]
 
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded)

@@ -39,7 +39,8 @@ def test_commands_run_side_by_side_up_to_the_limit(tmp_path: Path) -> None:
     assert batch.call_all(pair, limit=2, done=finished.append) == {0: 0, 1: 0}
     assert sorted(finished) == [0, 1]
     # One at a time, the first never sees its partner start.
-    a.unlink(), b.unlink()
+    a.unlink()
+    b.unlink()
     one = [_cmd(tmp_path, "a", "-c", PARTNER.replace("20", "0.5"), str(a), str(b)), pair[1]]
     assert batch.call_all(one, limit=1)[0] == 7
 

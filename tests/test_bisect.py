@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from perfctl.model import (
     RegimeComparison,
     RegimeResult,
     Status,
+    Verdict,
 )
 from perfctl.stats import bisection, verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
@@ -74,8 +76,8 @@ def test_widen_takes_one_judged_step_out_on_each_side() -> None:
 
 def _row(change: float, low: float, high: float, verdict: str = "regressed") -> RegimeComparison:
     return RegimeComparison(
-        name="w", family="f", verdict=verdict, change=change, ci_low=low, ci_high=high
-    )  # type: ignore[arg-type]
+        name="w", family="f", verdict=Verdict(verdict), change=change, ci_low=low, ci_high=high
+    )
 
 
 def test_classify_against_halfway_on_a_log_scale() -> None:
@@ -99,9 +101,9 @@ class FakeCompare:
     def __init__(
         self,
         shas: list[str],
-        speed: dict[int, float | str],
-        lucky: dict | None = None,  # type: ignore[type-arg]
-        more: dict[str, dict[int, float | str]] | None = None,
+        speed: Mapping[int, float | str],
+        lucky: dict | None = None,
+        more: Mapping[str, Mapping[int, float | str]] | None = None,
     ) -> None:
         self.index = {s: i for i, s in enumerate(shas)}
         self.speeds = {"work": speed, **(more or {})}
@@ -109,7 +111,7 @@ class FakeCompare:
         self.calls: list[tuple[int, int]] = []
         self.measured: list[tuple[str, ...]] = []
 
-    def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:  # type: ignore[no-untyped-def]
+    def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:
         self.calls.append((self.index[base], self.index[head]))
         if progress is not None:  # what every comparison says: the machine's, say
             progress(Fact("--burst-wait: /proc/stat shows no load here"))
@@ -164,13 +166,13 @@ def line(git_repo: GitRepo) -> list[str]:
     return shas
 
 
-def _run(git_repo: GitRepo, shas: list[str], speed, monkeypatch, lucky=None, **kw) -> tuple:  # type: ignore[no-untyped-def]
+def _run(git_repo: GitRepo, shas: list[str], speed, monkeypatch, lucky=None, **kw) -> tuple:
     records, fake = _run_all(git_repo, shas, speed, monkeypatch, lucky, **kw)
     (record,) = records
     return record, fake
 
 
-def _run_all(git_repo, shas, speed, monkeypatch, lucky=None, more=None, globs=("work",), **kw):  # type: ignore[no-untyped-def]
+def _run_all(git_repo, shas, speed, monkeypatch, lucky=None, more=None, globs=("work",), **kw):
     fake = FakeCompare(shas, speed, lucky, more)
     monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
     settings = job.BisectSettings(compare=COMPARE_FAST, **kw)
@@ -178,7 +180,7 @@ def _run_all(git_repo, shas, speed, monkeypatch, lucky=None, more=None, globs=("
     return records, fake
 
 
-def _store_earlier(git_repo: GitRepo, line: list[str], speed, alter=None) -> None:  # type: ignore[no-untyped-def]
+def _store_earlier(git_repo: GitRepo, line: list[str], speed, alter=None) -> None:
     """Store a comparison of GOOD and commit 5, measured here (``alter`` changes it first)."""
     from perfctl.measure.machine import fingerprint
     from perfctl.store.local import open_store
@@ -268,7 +270,7 @@ def test_fake_interrupted_bisection_resumes_its_finished_steps(
     speed = {i: 3.0 for i in range(6, 10)}
     fake = FakeCompare(line, speed)
 
-    def ctrl_c_on_the_third(*args, **kw):  # type: ignore[no-untyped-def]
+    def ctrl_c_on_the_third(*args, **kw):
         if len(fake.calls) == 2:
             raise KeyboardInterrupt
         return fake(*args, **kw)
@@ -348,7 +350,7 @@ def test_fake_unknown_culprit_gets_a_second_look_before_a_range(
 class StoringCompare(FakeCompare):
     """FakeCompare whose comparisons are stored, as the real compare's are."""
 
-    def __call__(self, config, base, head, **kw) -> Comparison:  # type: ignore[no-untyped-def]
+    def __call__(self, config, base, head, **kw) -> Comparison:
         from perfctl.measure.machine import fingerprint
         from perfctl.store.local import open_store
 
@@ -380,7 +382,7 @@ def test_fake_a_second_look_resumed_pools_with_the_first_look(
     second = [i for i, c in enumerate(whole.calls) if c == (0, 6)][2]
     cut = StoringCompare(line, speed, unlucky)
 
-    def ctrl_c(*args, **kw):  # type: ignore[no-untyped-def]
+    def ctrl_c(*args, **kw):
         if len(cut.calls) == second:
             raise KeyboardInterrupt
         return cut(*args, **kw)

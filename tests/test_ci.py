@@ -8,6 +8,7 @@ import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def fake_github() -> Iterator[FakeGitHub]:
         yield gh
 
 
-PR_EVENT = {
+PR_EVENT: dict[str, Any] = {
     "pull_request": {"number": 5, "head": {"repo": {"full_name": REPO}}, "base": {"sha": "f" * 40}},
     "repository": {"full_name": REPO},
 }

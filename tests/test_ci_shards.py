@@ -23,7 +23,7 @@ from tests.test_report import make_comparison
 yaml = pytest.importorskip("yaml")
 
 
-def _init(tmp_path: Path, shards: int) -> tuple[dict[str, Any], str, dict[str, Any]]:
+def _init(tmp_path: Path, shards: int) -> tuple[dict[Any, Any], str, dict[Any, Any]]:
     scaffold.init_project(tmp_path, "github", shards=shards)
     wf = tmp_path / ".github" / "workflows"
     text = (wf / "perfctl.yml").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from perfctl.model import (
     RefInfo,
     RegimeComparison,
     SideStats,
+    Status,
 )
 from perfctl.render.comment import (
     GITHUB_LIMIT,
@@ -66,7 +68,7 @@ def side(median: float) -> SideStats:
 
 
 def regime(
-    name: str, verdict: str, base: float = 1e-6, change: float | None = 0.0, **kw: object
+    name: str, verdict: str, base: float = 1e-6, change: float | None = 0.0, **kw: Any
 ) -> RegimeComparison:
     """One RegimeComparison with plausible numbers for its verdict."""
     if verdict == FAILED:
@@ -74,7 +76,7 @@ def regime(
             name=name,
             family="demo",
             verdict=FAILED,
-            head_status=FAILED,
+            head_status=Status.FAILED,
             base=side(base),
             reason=str(kw.pop("reason", "boom")),
             **kw,
@@ -85,14 +87,14 @@ def regime(
             family="demo",
             verdict=SKIPPED,
             reason="needs a GPU",
-            base_status=SKIPPED,
-            head_status=SKIPPED,
+            base_status=Status.SKIPPED,
+            head_status=Status.SKIPPED,
         )
     assert change is not None
     return RegimeComparison(
         name=name,
         family="demo",
-        verdict=verdict,
+        verdict=verdict,  # type: ignore[arg-type]  # hostile tests pass any word
         base=side(base),
         head=side(base * (1 + change)),
         change=change,
@@ -101,7 +103,7 @@ def regime(
         p_value=0.001,
         p_adjusted=0.004,
         **kw,
-    )  # type: ignore[arg-type]
+    )
 
 
 def comparison(regimes: list[RegimeComparison], **kw: object) -> Comparison:

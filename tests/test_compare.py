@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     return r
 
 
-def verdicts(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, object]]:
+def verdicts(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     """Regime name -> row from `--format json` output."""
     data = json.loads(proc.stdout)
     return {r["name"]: r for r in data["regimes"]}

@@ -129,7 +129,7 @@ def test_a_failed_process_is_never_lost_whatever_ran_beside_it(
     worker = runner.Worker(Path(sys.executable), tmp_path, {}, (tmp_path / "r.py",))
     info = RegimeInfo("r", "f", {}, 1, None, (), "", "")
 
-    def call_all(commands, *, limit, stop, done):  # type: ignore[no-untyped-def]
+    def call_all(commands, *, limit, stop, done):
         assert limit == cpus
         ran = {i: (1 if i == 0 else 0) for i in range(min(limit, len(commands)))}
         for i in ran:

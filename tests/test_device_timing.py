@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from perfctl.model import OK, RegimeResult
+from perfctl.model import NO_CHANGE, OK, RegimeResult
 from perfctl.stats.crossover import Point, crossovers, fmt_size, parse_size, split_name
 from tests.conftest import run_cli
 
@@ -211,9 +211,9 @@ def test_notes_reach_markdown() -> None:
 
     rows = []
     for size, ratio in (("1K", 4.0), ("1M", 0.5)):
-        rows.append(RegimeComparison(f"g[size={size}]", "f", "no change", head=side(ratio * 1e-6),
+        rows.append(RegimeComparison(f"g[size={size}]", "f", NO_CHANGE, head=side(ratio * 1e-6),
                                      baseline=f"c[size={size}]", clock="device"))  # fmt: skip
-        rows.append(RegimeComparison(f"c[size={size}]", "f", "no change", head=side(1e-6)))
+        rows.append(RegimeComparison(f"c[size={size}]", "f", NO_CHANGE, head=side(1e-6)))
     c = Comparison("id", "now", RefInfo("a", "a" * 40), RefInfo("b", "b" * 40),
                    Machine("m", "cpu", 1, 1, "k", "g", "p"), tuple(rows))  # fmt: skip
     notes = comparison_notes(c)

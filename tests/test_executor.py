@@ -186,7 +186,7 @@ def test_min_time_sizes_the_calibrated_values(tmp_path: Path) -> None:
     asked: list[float] = []
 
     class Recording(FakeExecutor):
-        def calibrate(self, job, *, min_time, timeout):  # type: ignore[no-untyped-def]
+        def calibrate(self, job, *, min_time, timeout):
             asked.append(min_time)
             return super().calibrate(job, min_time=min_time, timeout=timeout)
 
@@ -343,7 +343,7 @@ def test_isolated_cpus_are_named_once_and_nothing_is_pinned(
     isolated = tmp_path / "isolated"
     isolated.write_text("0\n")
     monkeypatch.setattr(machine, "ISOLATED", isolated)
-    fake, said = FakeExecutor(SLOWER), []
+    fake, said = FakeExecutor(SLOWER), list[str]()
     c = _compare(tmp_path, fake, _settings(), progress=said.append)
     assert fake.pinned == {()} and placement_notes(c) == []
     notices = [m for m in said if "isolates" in m]

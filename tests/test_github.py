@@ -474,7 +474,7 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def comment_cli(root: Path, gh: FakeGitHub, *args: str, **env: str):  # type: ignore[no-untyped-def]
+def comment_cli(root: Path, gh: FakeGitHub, *args: str, **env: str):
     return run_cli(
         "comment", "--repo", REPO, "--pr", "7", *args, cwd=root, env=gh_env(gh, **env), timeout=60
     )

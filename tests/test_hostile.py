@@ -123,7 +123,7 @@ def test_an_unvalidated_verdict_is_still_escaped_in_the_counts() -> None:
 
 
 def test_status_cells_are_escaped_in_compare_markdown() -> None:
-    row = replace(regime("a", IMPROVED, change=-0.2), base_status="<b>x</b>")
+    row = replace(regime("a", IMPROVED, change=-0.2), base_status="<b>x</b>")  # type: ignore[arg-type]
     c = comparison([row])
     md = format_compare_markdown(c)
     assert "<b>" not in md and "&lt;b&gt;x&lt;/b&gt;" in md

@@ -81,7 +81,7 @@ def test_rounds_missing_a_side_are_dropped() -> None:
 def test_bimodal_process_means_are_named() -> None:
     rng = np.random.default_rng(0)
     means = np.concatenate([rng.normal(88, 1.5, 12), rng.normal(170, 3, 8)]) * 1e-9
-    found = shape.bimodal(means)
+    found = shape.bimodal(means.tolist())
     assert found is not None and found.n_low == 12 and found.n_high == 8
     assert 85e-9 < found.low < 91e-9 and 160e-9 < found.high < 180e-9
     assert "two groups, 88" in found.describe() and "ns (12)" in found.describe()
@@ -96,15 +96,15 @@ def test_bimodal_process_means_are_named() -> None:
     ],
 )
 def test_no_false_bimodality(means: np.ndarray) -> None:
-    assert shape.bimodal(means) is None
+    assert shape.bimodal(means.tolist()) is None
 
 
 def test_drift_is_found_and_noise_is_not() -> None:
     rng = np.random.default_rng(5)
     rising = 100 * (1 + 0.01 * np.arange(30)) + rng.normal(0, 0.5, 30)
-    assert (found := shape.drift(rising)) is not None and found.rho > 0.8
+    assert (found := shape.drift(rising.tolist())) is not None and found.rho > 0.8
     assert "rose" in found.describe()
-    assert shape.drift(rng.normal(100, 1, 30)) is None
+    assert shape.drift(rng.normal(100, 1, 30).tolist()) is None
 
 
 def test_an_inconclusive_reason_names_two_groups_of_process_means() -> None:

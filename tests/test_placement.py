@@ -182,7 +182,7 @@ def test_the_burst_sample_reads_only_the_cpus_asked_for() -> None:
 def test_mixed_runs_placed_differently_are_warned_and_alike_are_said() -> None:
     from perfctl.jobs.recompute import _mixed_settings, _mixed_warnings
     from perfctl.jobs.settings import COMPARE_DEFAULT
-    from perfctl.model import Machine, RefInfo, Run
+    from perfctl.model import Comparison, Machine, RefInfo, Run
 
     machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
 
@@ -190,7 +190,7 @@ def test_mixed_runs_placed_differently_are_warned_and_alike_are_said() -> None:
         ref = RefInfo(name, "1" * 40)
         return Run(name, "p", ref, machine, "now", settings={"affinity": cpus})
 
-    none = {"base": None, "head": None}
+    none: dict[str, Comparison | None] = {"base": None, "head": None}
     apart = {"base": run("b", [0]), "head": run("h", [])}
     (said,) = [w for w in _mixed_warnings(apart, none) if "placed differently" in w]
     assert "(--affinity: base 0, head not pinned)" in said

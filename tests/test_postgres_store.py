@@ -16,7 +16,7 @@ import pytest
 
 from perfctl.config import load_config
 from perfctl.errors import StoreError
-from perfctl.model import RefInfo, RegimeResult, Run
+from perfctl.model import RefInfo, RegimeResult, Run, Status
 from perfctl.store import migrations
 from perfctl.store.local import SqliteStore, open_store
 from perfctl.store.postgres import PostgresStore
@@ -35,10 +35,10 @@ def _run(rid: str, started: str, sha: str = "c" * 40) -> Run:
 def _exercise(store: SqliteStore | PostgresStore, pyperf: Path) -> dict[str, object]:
     """The same calls on either store; returns what they gave back."""
     store.begin_run(_run("20260101T000000-abcdef", "2026-01-01T00:00:00"))
-    first = RegimeResult("r[x=1]", "f", "ok", processes=((1.0, 2.0), (3.0, 4.0)), order=(0, 1))
+    first = RegimeResult("r[x=1]", "f", Status.OK, processes=((1.0, 2.0), (3.0, 4.0)), order=(0, 1))
     store.save_result("20260101T000000-abcdef", first, pyperf)
     rid = "20260101T000000-abcdef"
-    store.save_result(rid, RegimeResult("r[x=2]", "f", "failed", reason="boom"), None)
+    store.save_result(rid, RegimeResult("r[x=2]", "f", Status.FAILED, reason="boom"), None)
     store.save_result(rid, replace(first, processes=((5.0,),)), pyperf)  # replaced
     done = store.finish_run("20260101T000000-abcdef", "complete")
     c = make_comparison()

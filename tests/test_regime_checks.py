@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,8 @@ def test_exiting_at_import_is_not_blamed_on_perfctl(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_time_flags_refuse_nan_and_inf(flag: str, value: float) -> None:
     with pytest.raises(UsageError, match="must be a number above 0"):
-        settings_for(**{flag: value})
+        kw: dict[str, Any] = {flag: value}
+        settings_for(**kw)
 
 
 def test_threshold_refuses_nan() -> None:

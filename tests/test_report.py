@@ -35,6 +35,8 @@ from perfctl.model import (
     RegimeResult,
     Run,
     SideStats,
+    Status,
+    Verdict,
 )
 from perfctl.render import charts, history
 from perfctl.render import html as page
@@ -86,7 +88,7 @@ def make_regime(
     return RegimeComparison(
         name=name + text,
         family=family,
-        verdict=verdict,
+        verdict=Verdict(verdict),
         reason=f"reason {verdict}{text}",
         description=f"Docstring of {name}.{text}\nSecond line.",
         base=_side(base, 1.5),
@@ -174,7 +176,7 @@ def make_comparison(
             )
     regimes.append(
         RegimeComparison(
-            "broken" + text, "fam0", FAILED, reason="ZeroDivisionError", head_status=FAILED
+            "broken" + text, "fam0", FAILED, reason="ZeroDivisionError", head_status=Status.FAILED
         )
     )
     return Comparison(
@@ -275,7 +277,7 @@ def figures(html: str) -> dict[str, dict]:
     assert m
     payload = json.loads(m.group(1))
     assert set(payload) == {"template", "figures"}
-    return payload["figures"]  # type: ignore[no-any-return]
+    return payload["figures"]
 
 
 def check_figures(html: str) -> None:
@@ -481,6 +483,7 @@ def test_without_a_profile_each_regime_shows_its_stored_change_and_ci(project: P
     assert set(shown) == {r.name for r in tested} and len(shown) == len(tested)
     for r in tested:
         x, high, low, verdict = shown[r.name]
+        assert r.change is not None and r.ci_high is not None and r.ci_low is not None
         assert (x, high, low) == pytest.approx((r.change * 100, r.ci_high * 100, r.ci_low * 100))
         assert verdict == r.verdict
     band = fig["layout"]["shapes"][0]
@@ -637,7 +640,7 @@ def test_run_summary() -> None:
     res = RegimeResult("r", "f", OK, processes=tuple((float(i),) for i in range(1, 21)))
     med, lo, hi = history.run_summary(res)  # type: ignore[misc]
     assert lo < med < hi and med == 10.5
-    assert history.run_summary(RegimeResult("r", "f", FAILED)) is None
+    assert history.run_summary(RegimeResult("r", "f", Status.FAILED)) is None
     assert history.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
         2.0,
         1.0,
@@ -761,7 +764,7 @@ def _store_comparison(project: Path) -> Comparison:
     return c
 
 
-def test_cli_writes_last_comparison_by_default(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_cli_writes_last_comparison_by_default(project: Path, cli) -> None:
     c = _store_comparison(project)
     done = cli("report", cwd=project)
     assert done.returncode == 0, done.stderr
@@ -770,7 +773,7 @@ def test_cli_writes_last_comparison_by_default(project: Path, cli) -> None:  # t
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
-def test_cli_report_leaves_the_worktree_clean(git_repo: GitRepo, cli) -> None:  # type: ignore[no-untyped-def]
+def test_cli_report_leaves_the_worktree_clean(git_repo: GitRepo, cli) -> None:
     # An untracked reports/ made WORKTREE dirty after every `perfctl report`.
     git_repo.write("pyproject.toml", '[project]\nname = "p"\n')
     git_repo.write(".gitignore", ".perfctl/\n")
@@ -787,7 +790,7 @@ def test_cli_report_leaves_the_worktree_clean(git_repo: GitRepo, cli) -> None:  
     assert git_repo.git("status", "--porcelain") == "?? out/"
 
 
-def test_a_reports_folder_the_user_made_is_not_given_a_gitignore(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_reports_folder_the_user_made_is_not_given_a_gitignore(project: Path, cli) -> None:
     (project / "reports").mkdir()
     _store_comparison(project)
     done = cli("report", "--last", cwd=project)
@@ -795,7 +798,7 @@ def test_a_reports_folder_the_user_made_is_not_given_a_gitignore(project: Path, 
     assert not (project / "reports" / ".gitignore").exists()
 
 
-def test_cli_report_shows_the_stored_statistics(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_cli_report_shows_the_stored_statistics(project: Path, cli) -> None:
     # A comparison built by the stats stage from skewed process means, whose
     # Hodges-Lehmann change differs from the medians' ratio; `perfctl report`
     # must show the stored change, CI and CV, and label the medians' ratio.
@@ -830,7 +833,7 @@ def test_cli_report_shows_the_stored_statistics(project: Path, cli) -> None:  # 
     assert trace["name"] == r.verdict
 
 
-def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:
     _store_comparison(project)
     done = cli("report", "20260101", "-o", "out/x.html", "--cdn", cwd=project)
     assert done.returncode == 0, done.stderr
@@ -856,7 +859,7 @@ def test_cli_prefix_output_cdn_and_history(project: Path, cli) -> None:  # type:
     assert alone.returncode == 2 and "--machine goes with --history" in alone.stderr
 
 
-def test_cli_errors(project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_cli_errors(project: Path, cli) -> None:
     done = cli("report", "--last", "--history", cwd=project)
     assert done.returncode == 2
     assert done.stderr == (

@@ -130,7 +130,7 @@ class Browser:
             reply = self._replies.pop(self._next)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})  # type: ignore[no-any-return]
+        return reply.get("result", {})
 
     def evaluate(self, expression: str) -> Any:
         """The JSON value of a JS expression in the page."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,7 +54,8 @@ def test_out_of_range_config_values_are_config_errors(tmp_path: Path, body: str)
 @pytest.mark.parametrize("flag", ["rounds", "max_rounds", "values", "min_time", "time_budget"])
 def test_non_positive_flags_are_usage_errors(flag: str) -> None:
     with pytest.raises(UsageError, match="must be a number above 0"):
-        settings_for(**{flag: 0})
+        kw: dict[str, Any] = {flag: 0}
+        settings_for(**kw)
 
 
 def test_burst_wait_comes_from_config_and_applies_to_every_preset(tmp_path: Path) -> None:
@@ -120,7 +122,7 @@ def test_timing_flags_with_only_counters_are_refused_and_with_time_kept() -> Non
 
     for flags in ({"affinity": "0", "burst_wait": None}, {"affinity": None, "burst_wait": 5.0}):
         with pytest.raises(UsageError, match="applies to timed rounds") as err:
-            refuse_untimed(["instructions", "memory"], **flags)  # type: ignore[arg-type]
+            refuse_untimed(["instructions", "memory"], **flags)
         assert "--measure instructions,memory,time" in (err.value.hint or "")
     refuse_untimed(["instructions", "time"], affinity="0", burst_wait=5.0)  # time is pinned
     refuse_untimed(["memory"], affinity="", burst_wait=0.0)  # given as off: nothing to refuse

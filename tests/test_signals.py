@@ -51,7 +51,8 @@ def test_each_cell_is_its_own_signals_verdict() -> None:
     rows = {r.name: r for r in side_by_side(SIGNALS)}
     assert [c.measure for c in rows["b"].cells if c] == ["time", "instructions", "memory"]
     assert rows["a"].cells[2] is None  # memory did not have regime a
-    assert rows["e"].cells[0] is None and rows["e"].cells[2].verdict == REGRESSED
+    cell = rows["e"].cells[2]
+    assert rows["e"].cells[0] is None and cell is not None and cell.verdict == REGRESSED
 
 
 def test_a_regime_flagged_by_some_signals_says_which() -> None:

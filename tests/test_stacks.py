@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def test_collapsed_round_trip_sanitises_separators() -> None:
 # -- speedscope ------------------------------------------------------------------
 
 
-def _speedscope(profiles: list[tuple[str, list[list[int]]]], frames: list[dict]) -> dict:
+def _speedscope(profiles: list[tuple[str, list[list[int]]]], frames: list[Any]) -> dict:
     return {
         "shared": {"frames": frames},
         "profiles": [

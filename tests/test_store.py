@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from perfctl.errors import RegimeFailed, StoreError
-from perfctl.model import Comparison, Machine, RefInfo, RegimeComparison, RegimeResult, Run
+from perfctl.model import (
+    Comparison,
+    Machine,
+    RefInfo,
+    RegimeComparison,
+    RegimeResult,
+    Run,
+    Status,
+    Verdict,
+)
 from perfctl.store.local import open_store
 from tests.conftest import GitRepo, run_cli
 
@@ -24,7 +33,7 @@ def comparison(cid: str, created: str, base: str = "a" * 40, head: str = "b" * 4
         base=RefInfo("main", base),
         head=RefInfo("HEAD", head),
         machine=MACHINE,
-        regimes=(RegimeComparison("r", "f", "no change"),),
+        regimes=(RegimeComparison("r", "f", Verdict.NO_CHANGE),),
     )
 
 
@@ -51,7 +60,7 @@ def test_runs_results_and_prefixes(tmp_path: Path) -> None:
         started="2026-01-01T00:00:00",
     )
     store.begin_run(run)
-    store.save_result(run.id, RegimeResult("r[x=1]", "f", "ok", processes=((1.0, 2.0),)), None)
+    store.save_result(run.id, RegimeResult("r[x=1]", "f", Status.OK, processes=((1.0, 2.0),)), None)
     done = store.finish_run(run.id, "complete")
     assert done.status == "complete" and done.finished
     loaded = store.load_run("20260101")
@@ -181,7 +190,7 @@ def test_from_store_with_no_common_regime_stores_nothing(git_repo: GitRepo) -> N
     for i, (sha, name) in enumerate(zip(shas, ("only_old", "only_new"), strict=True)):
         run = dataclasses.replace(a_run(f"2026010{i}T000000-aaaaaa", f"2026-01-0{i}T00:00"))
         store.begin_run(dataclasses.replace(run, ref=RefInfo("x", sha)))
-        store.save_result(run.id, RegimeResult(name, "f", "ok", processes=((1.0, 2.0),)), None)
+        store.save_result(run.id, RegimeResult(name, "f", Status.OK, processes=((1.0, 2.0),)), None)
         store.finish_run(run.id, "complete")
     proc = run_cli("compare", "HEAD~1", "HEAD", "--from-store", "--mix-runs", cwd=git_repo.path)
     assert proc.returncode == 3, proc.stderr
