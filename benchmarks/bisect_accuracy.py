@@ -173,6 +173,8 @@ with tempfile.TemporaryDirectory() as tmp:
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                             "--no-build-isolation", "-w", tmp, "."],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if sys.argv[1] == "build":
+    sys.exit(built.returncode)
 if built.returncode != 0:
     sys.exit(125)  # git bisect skip
 sys.exit(1 if timed() > float(sys.argv[1]) else 0)
@@ -183,20 +185,21 @@ def git_bisect_run(root: Path, work: Path) -> tuple[str | None, float, int]:
     """``git bisect run`` over the pyperf script: (its first bad commit, wall, steps)."""
     step = work / "bisect_step.py"
     step.write_text(STEP)
+    # A step that cannot build GOOD skips every commit (no `wheel` package, say): that
+    # is this script's environment failing, never a figure of git bisect's. Checked
+    # before the clock starts.
+    git(root, "checkout", "-q", "good")
+    if subprocess.run([sys.executable, str(step), "build"], cwd=root).returncode != 0:
+        raise SystemExit(
+            f"the git bisect run step cannot build GOOD with {sys.executable}: "
+            "pip install wheel setuptools into that environment"
+        )
     started = time.monotonic()
     ends = []
     for ref in ("good", "bad"):
         git(root, "checkout", "-q", ref)
         ends.append(float(timed([sys.executable, str(step), "measure"], cwd=root).stdout))
     threshold = math.sqrt(ends[0] * ends[1])
-    # A step that cannot build GOOD skips every commit (no `wheel` package, say): that
-    # is this script's environment failing, never a figure of git bisect's.
-    git(root, "checkout", "-q", "good")
-    if subprocess.run([sys.executable, str(step), "inf"], cwd=root).returncode != 0:
-        raise SystemExit(
-            f"the git bisect run step cannot build GOOD with {sys.executable}: "
-            "pip install wheel setuptools into that environment"
-        )
     git(root, "checkout", "-q", "main")
     git(root, "bisect", "start", "bad", "good")
     try:

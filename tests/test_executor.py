@@ -8,6 +8,7 @@ The unit tier (tests/conftest.py) holds these tests to starting no process but g
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -341,19 +342,20 @@ def test_isolated_cpus_are_named_once_and_nothing_is_pinned(
     from perfctl.render.notes import placement_notes
 
     isolated = tmp_path / "isolated"
-    isolated.write_text("0\n")
+    cpu = min(os.sched_getaffinity(0))
+    isolated.write_text(f"{cpu}\n")
     monkeypatch.setattr(machine, "ISOLATED", isolated)
     fake, said = FakeExecutor(SLOWER), list[str]()
     c = _compare(tmp_path, fake, _settings(), progress=said.append)
     assert fake.pinned == {()} and placement_notes(c) == []
     notices = [m for m in said if "isolates" in m]
     assert notices == [
-        "the kernel isolates CPU 0 (isolcpus); the workers are not pinned there "
-        "(pyperf's own pinning is off too): --affinity 0 measures on them"
+        f"the kernel isolates CPU {cpu} (isolcpus); the workers are not pinned there "
+        f"(pyperf's own pinning is off too): --affinity {cpu} measures on them"
     ]
     pinned, said = FakeExecutor(SLOWER), []
-    _compare(tmp_path / "pinned", pinned, _settings(affinity="0"), progress=said.append)
-    assert pinned.pinned == {(0,)} and not [m for m in said if "isolates" in m]
+    _compare(tmp_path / "pinned", pinned, _settings(affinity=str(cpu)), progress=said.append)
+    assert pinned.pinned == {(cpu,)} and not [m for m in said if "isolates" in m]
 
 
 def test_a_platform_without_cpu_load_never_holds_and_says_so_once(tmp_path: Path) -> None:

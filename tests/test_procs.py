@@ -237,6 +237,45 @@ def test_a_ctrl_c_while_a_child_starts_is_never_lost(tmp_path: Path) -> None:
     assert gone_within_pattern(token)
 
 
+# Two signals while a child starts: the last is delivered (Ctrl-C then SIGTERM is a
+# SIGTERM, as cli/common reads it), and every handler is back afterwards.
+TWO_SIGNALS = """\
+import os, signal, sys
+from perfctl.measure import procs
+class Terminated(Exception):
+    pass
+def terminated(signum, frame):
+    raise Terminated
+signal.signal(signal.SIGTERM, terminated)
+before = {s: signal.getsignal(s) for s in procs.HELD}
+with procs.group([sys.executable, "-c", "pass"]) as proc:
+    proc.wait()
+assert {s: signal.getsignal(s) for s in procs.HELD} == before, "handlers not restored"
+def both():
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGTERM)
+os.register_at_fork(after_in_parent=both)
+try:
+    with procs.group([sys.executable, "-c", "pass"]):
+        print("the block ran")
+except Terminated:
+    print("terminated")
+except KeyboardInterrupt:
+    print("interrupted")
+assert {s: signal.getsignal(s) for s in procs.HELD} == before, "handlers not restored"
+assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set(), "signals left blocked"
+"""
+
+
+@pytest.mark.cli  # real processes
+def test_the_last_of_two_signals_wins_and_handlers_and_mask_are_restored() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_SIGNALS], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "terminated\n"
+
+
 def gone_within_pattern(pattern: str, seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -103,6 +103,24 @@ def test_config_time_budget_nan_is_refused(tmp_path: Path) -> None:
         load_config(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["profile", "work", "--duration", "nan"], "'--duration': nan is not a finite number"),
+        (["run", "--lock-wait", "inf"], "'--lock-wait': inf is not a finite number"),
+        (["compare", "a", "b", "--seed", "-1"], "'--seed'"),
+    ],
+)
+def test_cli_numbers_no_run_could_use_exit_2_before_anything_runs(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    # Refused while parsing (no project here): a nan duration profiled until its
+    # timeout, and a negative seed failed only after every regime was measured.
+    out = run_cli(*args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("Error: Invalid value for ") and said in out.stderr
+
+
 def test_cli_time_budget_nan_exits_2(tmp_path: Path) -> None:
     (tmp_path / "r.py").write_text(HEADER + "@regime\ndef work():\n    return lambda: None\n")
     out = run_cli("compare", "a", "b", "--regimes", "r.py", "--time-budget", "nan", cwd=tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -185,11 +186,15 @@ def test_isolated_cpus_are_named_not_taken(tmp_path: Path, monkeypatch: pytest.M
         isolated.write_text(text)
         assert machine.isolated_cpus() == found, text
     assert settings_for().schedule.affinity == ()  # not a default placement
+    cpu = min(os.sched_getaffinity(0))
+    isolated.write_text(f"{cpu},8000\n")  # 8000: not a CPU a worker can use here
     assert isolated_notice((), "time") == (
-        "the kernel isolates CPU 2-3,5 (isolcpus); the workers are not pinned there "
-        "(pyperf's own pinning is off too): --affinity 2-3,5 measures on them"
+        f"the kernel isolates CPU {cpu} (isolcpus); the workers are not pinned there "
+        f"(pyperf's own pinning is off too): --affinity {cpu} measures on them"
     )
-    assert isolated_notice((2,), "time") == ""  # pinned: the placement line says where
+    assert isolated_notice((cpu,), "time") == ""  # pinned: the placement line says where
     assert isolated_notice((), "instructions") == ""  # a count does not depend on it
+    isolated.write_text("8000\n")
+    assert isolated_notice((), "time") == ""  # none usable here: nothing to advise
     isolated.unlink()
     assert isolated_notice((), "time") == ""

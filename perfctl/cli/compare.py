@@ -114,7 +114,9 @@ def compare_cmd(
     order: Annotated[
         Order, typer.Option("--order", help="Interleaving: abba or seeded random.")
     ] = Order.abba,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for random order and bootstrap.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed for random order and bootstrap.")
+    ] = 0,
     pairing: Annotated[
         Pairing,
         typer.Option(

@@ -181,10 +181,16 @@ def isolated_notice(cpus: tuple[int, ...], measure: str) -> str:
 
     Not a default placement: pinned before set-up, every thread and child a regime
     starts shares the isolated CPUs, which the scheduler does not balance across."""
-    from perfctl.measure.machine import format_cpus, isolated_cpus
+    import os
+
+    from perfctl.measure.machine import cpus_refused, format_cpus, isolated_cpus
 
     isolated = isolated_cpus()
-    if cpus or measure != "time" or not isolated:
+    if cpus or measure != "time" or not isolated or not hasattr(os, "sched_setaffinity"):
+        return ""
+    # Only those a worker could be pinned to here (a container's cpuset, offline CPUs).
+    isolated = tuple(sorted(set(isolated) - set(cpus_refused(isolated))))
+    if not isolated:
         return ""
     shown = format_cpus(isolated)
     return (

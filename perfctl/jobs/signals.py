@@ -23,11 +23,11 @@ from perfctl.store.local import new_id, open_store
 
 
 def _tagged(say: Progress, measure: str) -> Progress:
-    """Progress prefixed with the signal; a Notice stays a Notice (a lasting line)."""
+    """Progress prefixed with the signal; a Notice (or a Fact) keeps its kind."""
 
     def tell(msg: str) -> None:
         text = f"{measure}: {msg}"
-        say(Notice(text) if isinstance(msg, Notice) else text)
+        say(type(msg)(text) if isinstance(msg, Notice) else text)
 
     return tell
 

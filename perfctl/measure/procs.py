@@ -83,8 +83,8 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold Ctrl-C, SIGTERM and SIGHUP while a child is being started; deliver one
-    that came once the child is known, so the caller's clean-up can reach it.
+    """Hold Ctrl-C, SIGTERM and SIGHUP while a child is being started; deliver the
+    last that came once the child is known, so the caller's clean-up can reach it.
 
     Popen with a ``preexec_fn`` runs Python in perfctl between fork and exec (the
     at-fork hooks): an exception a signal handler raised there is printed as
@@ -95,18 +95,37 @@ def _signals_held() -> Iterator[None]:
         yield  # only the main thread runs Python's signal handlers
         return
     came: list[int] = []
-    saved = {sig: signal.getsignal(sig) for sig in HELD}
-    for sig, handler in saved.items():
-        if callable(handler):  # a default or ignored signal raises nothing in Python
-            signal.signal(sig, lambda signum, _frame: came.append(signum))
+
+    def note(signum: int, _frame: object) -> None:
+        came.append(signum)
+
+    # The handlers are swapped with the signals blocked, so that none runs half-way
+    # (a `note` left installed would swallow every later one). Not blocked across
+    # Popen: the child would inherit the mask.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the mask as it is
+    swapped: list[tuple[int, Any]] = []
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        for sig in HELD:
+            handler = signal.getsignal(sig)
+            if callable(handler):  # a default or ignored signal raises nothing in Python
+                signal.signal(sig, note)
+                swapped.append((sig, handler))
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # pending ones reach `note`
         yield
     finally:
-        for sig, handler in saved.items():
-            if callable(handler):
-                signal.signal(sig, handler)
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        finally:
+            try:
+                for held, handler in swapped:
+                    signal.signal(held, handler)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if came:
-            signal.raise_signal(came[0])  # its own handler runs now, and raises
+            # The last, as cli/common.swallowed_signal reads it: Ctrl-C then SIGTERM
+            # is a SIGTERM. Its own handler runs now and raises.
+            signal.raise_signal(came[-1])
 
 
 @contextlib.contextmanager
