@@ -130,7 +130,11 @@ def _signals_held() -> Iterator[None]:
 
 @contextlib.contextmanager
 def group(argv: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
-    """Start ``argv`` in its own process group; kill the group when the block ends."""
+    """Start ``argv`` in its own process group; kill the group when the block ends.
+
+    Call it from the main thread: Linux ties ``PR_SET_PDEATHSIG`` to the thread that
+    forked, so a child started from another thread dies when that thread ends.
+    """
     proc: subprocess.Popen[Any] | None = None
     entry: Path | None = None
     try:
