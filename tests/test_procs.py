@@ -15,7 +15,7 @@ import pytest
 from perfctl.errors import RegimeLoadError
 from perfctl.measure import procs
 from perfctl.regimes import discovery
-from tests.conftest import GitRepo
+from tests.conftest import GitRepo, default_signals
 
 pytestmark = [
     pytest.mark.skipif(
@@ -228,8 +228,9 @@ except KeyboardInterrupt:
 def test_a_ctrl_c_while_a_child_starts_is_never_lost(tmp_path: Path) -> None:
     token = f"perfctl-test-{os.getpid()}-{time.monotonic_ns()}"
     done = subprocess.run(
-        [sys.executable, "-c", FORK_HOOKED, token], capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-c", FORK_HOOKED, token],
+        capture_output=True, text=True, timeout=60, preexec_fn=default_signals,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == "interrupted 1\n"  # raised once the child was known, not lost
     assert "Exception ignored" not in done.stderr
@@ -270,8 +271,9 @@ assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set(), "signals left bloc
 @pytest.mark.cli  # real processes
 def test_the_last_of_two_signals_wins_and_handlers_and_mask_are_restored() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", TWO_SIGNALS], capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-c", TWO_SIGNALS],
+        capture_output=True, text=True, timeout=60, preexec_fn=default_signals,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == "terminated\n"
 
