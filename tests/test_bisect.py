@@ -301,9 +301,18 @@ def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
 def test_fake_no_regression_measures_only_the_ends(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from perfctl.render.bisect import headline
+
     record, fake = _run(git_repo, line, {}, monkeypatch)
     assert record.outcome == Outcome.NO_REGRESSION and record.culprit is None
     assert fake.calls == [(0, 9)]
+    assert headline(record)[0].startswith("no regression between GOOD and BAD to bisect (")
+    # Ends that stayed inconclusive are not a finding of "no regression".
+    (ends,) = record.steps
+    noisy = replace(record, steps=(replace(ends, verdict=Verdict.INCONCLUSIVE),))
+    assert headline(noisy)[0] == (
+        "not bisected: cannot tell whether BAD is slower than GOOD (inconclusive)"
+    )
 
 
 def test_fake_partial_slowdowns_give_a_range_not_a_culprit(

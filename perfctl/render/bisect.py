@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from perfctl.model import to_dict
+from perfctl.model import Verdict, to_dict
 from perfctl.render.escape import escape_plain, md_escape
 from perfctl.render.tables import esc, fmt_pct
 from perfctl.stats.bisection import Bisection, Outcome, Step, StepKind
@@ -73,7 +73,13 @@ def headline(b: Bisection) -> list[str]:
     span_lines = [span, *_placement(b)]
     if b.outcome == Outcome.NO_REGRESSION:
         verdict = confirm.verdict if confirm else "?"
-        return [f"no regression between GOOD and BAD to bisect ({verdict})", total, *span_lines]
+        if verdict == Verdict.INCONCLUSIVE:
+            # Not a finding of "no regression": the ends could not be told apart (too
+            # noisy here, even after --attempts comparisons).
+            first = f"not bisected: cannot tell whether BAD is slower than GOOD ({verdict})"
+        else:
+            first = f"no regression between GOOD and BAD to bisect ({verdict})"
+        return [first, total, *span_lines]
     if b.outcome == Outcome.FAILED:
         return [f"cannot bisect: {b.note}", total, *span_lines]
     lines = [total, *span_lines]
