@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,14 +34,19 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def gone_within(pids: list[int], seconds: float = 30.0) -> bool:
-    """Poll until every pid has exited (a generous bound, not a speed check)."""
+def within(done: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Poll until ``done()`` (a generous bound, not a speed check)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not any(alive(p) for p in pids):
+        if done():
             return True
         time.sleep(0.1)
     return False
+
+
+def gone_within(pids: list[int], seconds: float = 30.0) -> bool:
+    """Poll until every pid has exited."""
+    return within(lambda: not any(alive(p) for p in pids), seconds)
 
 
 def wait_for_file(path: Path, seconds: float = 120.0) -> str:
@@ -279,12 +285,11 @@ def test_the_last_of_two_signals_wins_and_handlers_and_mask_are_restored() -> No
 
 
 def gone_within_pattern(pattern: str, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 1:
-            return True
-        time.sleep(0.1)
-    return False
+    """Poll until no process's command line matches ``pattern`` (pgrep finds none)."""
+    return within(
+        lambda: subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 1,
+        seconds,
+    )
 
 
 @pytest.mark.cli  # real processes

@@ -45,8 +45,9 @@ Progress = Callable[[str], None]
 
 
 def facts_once(say: Progress) -> Progress:
-    """``say``, but each :class:`~perfctl.model.Fact` (about the machine, a reused environment) is said once
-    for all the comparisons made through it; every other message passes."""
+    """``say``, but each :class:`~perfctl.model.Fact` (about the machine, a reused
+    environment) is said once for all the comparisons made through it; every other
+    message passes."""
     said: set[str] = set()
 
     def tell(msg: str) -> None:

@@ -15,6 +15,7 @@ from perfctl.model import OK, RegimeResult, Run
 from perfctl.render import charts
 from perfctl.render.charts import TrendPoint, format_change, format_per_op, label
 from perfctl.render.html import IdMaker, add_chart, sortable
+from perfctl.render.notes import pinned_to
 
 
 def history_context(runs: list[Run], machine_id: str | None) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def history_context(runs: list[Run], machine_id: str | None) -> dict[str, Any]:
         "machine_id": chosen,
         "machines": machines,
         "runs": list(reversed(mine)),
-        "placed": {r.id: _placement(r) for r in mine},
+        "placed": {r.id: pinned_to(r.settings) for r in mine},
         "families": [
             {"id": ids.make("family", f), "name": f, "charts": c}
             for f, c in sorted(families.items())
@@ -175,15 +176,8 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
     return out
 
 
-def _placement(run: Run) -> str:
-    """Where a run's timed workers ran (``CPU 0 (--affinity)``), or '' when not pinned."""
-    from perfctl.render.notes import pinned_to
-
-    return pinned_to(run.settings)
-
-
 def _run_hover(run: Run) -> str:
-    placed = _placement(run)
+    placed = pinned_to(run.settings)
     return (
         f"<b>{run.ref.sha[:10]}</b> {label(run.ref.subject)}"
         f"<br>{label(run.ref.ref)} · {label(run.ref.date or run.started)} · run {label(run.id)}"
