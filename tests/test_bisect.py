@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -80,19 +81,79 @@ def _row(change: float, low: float, high: float, verdict: str = "regressed") -> 
     )
 
 
-def test_classify_against_halfway_on_a_log_scale() -> None:
+WIDE = bisection.Slowdown(1.0, 0.9, 1.1)  # +100%, known to about ±10 points
+
+
+def test_classify_weighs_a_step_between_the_two_ends() -> None:
     assert halfway(1.0) == pytest.approx(0.41421, abs=1e-4)
-    assert classify(_row(0.01, -0.02, 0.04, "no change"), 1.0) == G
-    assert classify(_row(0.95, 0.80, 1.10), 1.0) == B
-    assert classify(_row(0.40, 0.20, 0.60), 1.0) == U  # straddles halfway: more rounds
-    assert classify(_row(0.0, 0.0, 0.0, "failed"), 1.0) == S
+    assert classify(_row(0.01, -0.02, 0.04, "no change"), WIDE) == G
+    assert classify(_row(0.95, 0.80, 1.10), WIDE) == B
+    assert classify(_row(0.40, 0.20, 0.60), WIDE) == U  # as like one end as the other
+    assert classify(_row(0.0, 0.0, 0.0, "failed"), WIDE) == S
+    assert classify(_row(-0.30, -0.40, -0.20, "improved"), WIDE) == G  # faster than GOOD
 
 
-# -- the job, driven by a fake compare (logic only; the real one is below) --------------
+def test_a_loose_slowdown_no_longer_holds_the_culprit_unknown() -> None:
+    # Benchmark run 3's figures: GOOD -> BAD +9.1% [+4.4%, +13.7%] after 30 rounds, the
+    # culprit +6.7% [+4.43%, +8.9%] after 353 rounds. Half the slowdown is +4.46%: the
+    # CI-beyond-halfway rule kept the culprit unknown by 0.03 points.
+    total = bisection.Slowdown(0.091, 0.044, 0.137)
+    culprit = _row(0.067, 0.0443, 0.089)
+    assert culprit.ci_low is not None and culprit.ci_low < halfway(total.change)
+    assert classify(culprit, total) == B
+    # An unchanged commit of run 1, against the +6.9% of that run.
+    assert classify(_row(0.013, -0.011, 0.038, "inconclusive"), total) in (G, U)
+    assert (
+        classify(_row(0.013, -0.011, 0.038, "inconclusive"), bisection.Slowdown(0.069, 0.06, 0.078))
+        == G
+    )
 
 
-def _processes(mean: float, salt: int) -> tuple[tuple[float, ...], ...]:
-    return tuple((mean * (1 + 0.01 * ((salt + k) % 5 - 2)),) * 2 for k in range(8))
+def test_a_commit_carrying_half_the_slowdown_stays_unknown() -> None:
+    total = bisection.Slowdown(0.20, 0.18, 0.22)
+    assert classify(_row(0.095, 0.09, 0.10), total) == U  # halfway on a log scale
+    # A loose slowdown: the figure is far likelier like BAD (GOOD is ruled out), but it
+    # lies below halfway, so it is not the commit that carries most of the slowdown.
+    loose = bisection.Slowdown(0.20, 0.05, 0.37)
+    assert bisection.log_odds(0.08, 0.075, 0.085, loose) > math.log(bisection.ODDS)
+    assert classify(_row(0.08, 0.075, 0.085), loose) == U
+    # Slower than GOOD for sure, yet far likelier like good: a small unrelated change.
+    assert (
+        classify(_row(0.01, 0.004, 0.018, "within noise"), bisection.Slowdown(0.084, 0.066, 0.10))
+        == G
+    )
+
+
+def test_a_second_look_settles_for_lower_odds() -> None:
+    total = bisection.Slowdown(0.08, 0.07, 0.09)
+    row = _row(0.05, 0.02, 0.08)
+    odds = bisection.log_odds(0.05, 0.02, 0.08, total)
+    assert math.log(bisection.SECOND_LOOK_ODDS) < odds < math.log(bisection.ODDS)
+    assert classify(row, total) == U
+    assert classify(row, total, bisection.SECOND_LOOK_ODDS) == B
+
+
+def test_a_slowdown_is_precise_when_its_ci_is_narrow_against_its_low_end() -> None:
+    assert bisection.Slowdown(0.08, 0.06, 0.10).precise
+    assert not bisection.Slowdown(0.12, 0.049, 0.197).precise  # run 4's confirm
+    assert not bisection.Slowdown(0.02, -0.01, 0.05).precise
+    assert bisection.Slowdown(0.05, 0.05, 0.05).precise  # counters: a zero-width CI
+
+
+def test_the_confirm_judges_measure_again_until_clear_and_precise() -> None:
+    cj, pj = bisect_pairs.confirm_judge, bisect_pairs.precise_judge
+    assert cj(_row(0.05, 0.01, 0.09, "within noise")) == U
+    assert cj(_row(0.05, -0.01, 0.11, "inconclusive")) == U
+    assert cj(_row(0.0, -0.01, 0.01, "no change")) == G
+    assert cj(_row(0.12, 0.049, 0.197)) == B and pj(_row(0.12, 0.049, 0.197)) == U
+    assert pj(_row(0.08, 0.06, 0.10)) == B
+    assert pj(_row(0.0, -0.01, 0.01, "no change")) == G
+
+
+def _processes(
+    mean: float, salt: int, n: int = 8, spread: float = 0.01
+) -> tuple[tuple[float, ...], ...]:
+    return tuple((mean * (1 + spread * ((salt + k) % 5 - 2)),) * 2 for k in range(n))
 
 
 class FakeCompare:
@@ -110,6 +171,7 @@ class FakeCompare:
         self.lucky = lucky or {}
         self.calls: list[tuple[int, int]] = []
         self.measured: list[tuple[str, ...]] = []
+        self.spread: dict[int, float] = {}  # call number (from 1) -> a noisier spread
 
     def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:
         self.calls.append((self.index[base], self.index[head]))
@@ -136,7 +198,8 @@ class FakeCompare:
                 if v == "fail":
                     sides[side] = RegimeResult(name, "toy", Status.FAILED, reason="ImportError")
                 else:
-                    procs = _processes(float(v) * 1e-3, len(self.calls) + len(side))
+                    spread = self.spread.get(len(self.calls), 0.01)
+                    procs = _processes(float(v) * 1e-3, len(self.calls) + len(side), 8, spread)
                     sides[side] = RegimeResult(name, "toy", Status.OK, processes=procs)
             rows += verdicts.decide_all({name: sides}, threshold=0.02, alpha=0.05)
         machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
@@ -327,6 +390,26 @@ def test_fake_partial_slowdowns_give_a_range_not_a_culprit(
     assert {s.commit.sha for s in unknown} == {line[3], line[4]}
     # The attempts, then moved on; then a second look at each before the range.
     assert sorted(len(s.comparisons) for s in unknown) == [2, 2, 4, 4]
+
+
+def test_fake_a_loose_slowdown_is_measured_again_before_the_search(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeCompare(line, {i: 1.1 for i in range(6, 10)})
+    fake.spread = {1: 0.03}  # the first comparison of the ends is noisy: +10% [+3.8%, +16.6%]
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    said: list[object] = []
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(
+        load_config(git_repo.path), line[0], line[-1], "work", settings, said.append
+    )
+    assert fake.calls[:3] == [(0, 9), (0, 9), (0, 4)]  # the ends twice, then the search
+    assert "confirm: work slowdown +10.0% [+3.8%, +16.6%] is loose" in "\n".join(map(str, said))
+    confirm = record.of_kind(StepKind.CONFIRM)[0]
+    assert confirm.comparisons == ("c1", "c2") and confirm.ci_low is not None
+    assert bisection.Slowdown.of(confirm).precise and confirm.ci_low > 0.038
+    assert record.outcome == Outcome.CULPRIT and record.culprit is not None
+    assert record.culprit.sha == line[6]
 
 
 def test_fake_unknown_culprit_gets_a_second_look_before_a_range(

@@ -1,11 +1,13 @@
 """`perfctl bisect GOOD BAD --regime R …`: the commit that made each regime slower.
 
-confirm (BAD vs GOOD, every selected regime: only a ``regressed`` one is searched)
-→ for each regressed regime, search the first-parent line, each step one commit
-measured interleaved against GOOD with ``compare``'s machinery and judged like good
-/ like bad / unknown / skipped (:mod:`perfctl.stats.bisection`) → verify the culprit
-against its parent with more rounds → a culprit, or a candidate range when the
-answer does not hold → with ``--profile``, py-spy's differential of the two ends.
+confirm (BAD vs GOOD, every selected regime: only a ``regressed`` one is searched;
+its ends are measured again until the slowdown's CI is narrow against it) → for each
+regressed regime, search the first-parent line (:mod:`perfctl.jobs.bisect_search`),
+each step one commit measured interleaved against GOOD with ``compare``'s machinery
+and judged like good / like bad / unknown / skipped (:mod:`perfctl.stats.bisection`)
+→ verify the culprit against its parent with more rounds → a culprit, or a candidate
+range when the answer does not hold → with ``--profile``, py-spy's differential of
+the two ends (:mod:`perfctl.jobs.bisect_profile`).
 A step measures every regime still being searched (:mod:`perfctl.jobs.bisect_pairs`),
 so searches that meet at a commit share its measurement. Every measurement is a
 stored comparison; each regime's record is saved after each step, so a re-run
@@ -19,21 +21,22 @@ from dataclasses import dataclass, replace
 
 from perfctl.config import Config
 from perfctl.errors import RegimeFailed, UsageError
-from perfctl.jobs.bisect_pairs import Judge, Pairs, confirm_judge, select_names, verify_judge
+from perfctl.jobs.bisect_pairs import (
+    Pairs,
+    confirm_judge,
+    precise_judge,
+    select_names,
+)
+from perfctl.jobs.bisect_search import Searcher, pct
 from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress, facts_once
-from perfctl.model import RefInfo
+from perfctl.model import RefInfo, RegimeComparison
 from perfctl.stats.bisection import (
     Bisection,
     Likeness,
     Outcome,
-    ProfileLink,
+    Slowdown,
     Step,
     StepKind,
-    classify,
-    narrowed,
-    search,
-    unclear,
-    widen,
 )
 
 
@@ -53,125 +56,7 @@ class BisectSettings:
         return self.compare.schedule.measure
 
 
-class _Bisector:
-    """One regime's bisection: its record, and the steps measured so far."""
-
-    def __init__(self, group: _Group, record: Bisection, prior: Bisection | None) -> None:
-        self.group, self.record, self.prior_record = group, record, prior
-        # Each pair's stored steps in the order measured: a commit's first look, then
-        # its second look, are handed out in that order on a resume.
-        self.prior: dict[tuple[str, str, str], list[Step]] = {}
-        for s in prior.steps if prior else ():
-            self.prior.setdefault((s.kind, s.base.sha, s.commit.sha), []).append(s)
-
-    @property
-    def line(self) -> tuple[RefInfo, ...]:
-        """GOOD, every first-parent commit, BAD."""
-        return self.group.line
-
-    @property
-    def compare(self) -> CompareSettings:
-        """Settings of one step's comparison."""
-        return self.group.settings.compare
-
-    def run(self, total: float) -> Bisection:
-        """Search and verify; the finished record (saved)."""
-        good = self.line[0]
-
-        def judge_commit(i: int, attempts: int | None = None) -> Likeness:
-            judge = lambda r: classify(r, total)  # noqa: E731
-            step = self.measure(StepKind.STEP, good, self.line[i], judge, self.compare, attempts)
-            return step.likeness
-
-        n = len(self.line) - 1
-        lo, hi, judged = search(n, judge_commit)
-        # A commit stepped over as unknown may be the culprit itself (a busy spell
-        # widened its interval): before settling for a range, each unknown commit
-        # inside it gets the verification's share of attempts, pooled with its own.
-        looked: set[int] = set()
-        more = self.group.settings.attempts * self.group.settings.verify_factor
-        while (i := unclear(lo, hi, judged, looked)) is not None:
-            looked.add(i)
-            judged[i] = judge_commit(i, more)
-            lo, hi = narrowed(lo, hi, i, judged[i])
-            lo, hi, judged = search(n, judge_commit, (lo, hi, judged))
-        return self.conclude(lo, hi, judged, total)
-
-    def conclude(self, lo: int, hi: int, judged: dict[int, Likeness], total: float) -> Bisection:
-        """Verify the answer with more rounds; widen it to a range when it does not hold."""
-        s = self.compare.schedule
-        k = self.group.settings.verify_factor
-        more = replace(
-            self.compare, schedule=replace(s, rounds=s.rounds * k, max_rounds=s.max_rounds * k)
-        )
-        check = self.measure(
-            StepKind.VERIFY, self.line[lo], self.line[hi], verify_judge(total), more, alone=True
-        )
-        holds = check.likeness == Likeness.BAD
-        note = ""
-        if not holds:
-            note = (
-                f"not verified: {self.line[lo].short} → {self.line[hi].short} changed "
-                f"{_pct(check.change)}, not most of the slowdown ({_pct(total)}); "
-                "the candidates span the neighbouring steps"
-            )
-            lo, hi = widen(lo, hi, judged, len(self.line) - 1)
-        candidates = self.line[lo + 1 : hi + 1]
-        if holds and len(candidates) == 1:
-            return self.finish(Outcome.CULPRIT, candidates, note)
-        if holds:
-            note = "the commits between were skipped or unclear: the slowdown is in this range"
-        return self.finish(Outcome.RANGE, candidates, note)
-
-    def finish(self, outcome: Outcome, candidates: tuple[RefInfo, ...], note: str) -> Bisection:
-        """Save and return the finished record."""
-        culprit = candidates[0] if outcome == Outcome.CULPRIT else None
-        self.record = replace(
-            self.record, outcome=outcome, candidates=candidates, culprit=culprit, note=note
-        )
-        self.save()
-        return self.record
-
-    def save(self) -> None:
-        """Write the record as it stands (after every step)."""
-        from perfctl.store.bisects import save_bisection
-
-        save_bisection(self.group.config.state_dir, self.record)
-
-    def measure(
-        self,
-        kind: StepKind,
-        base: RefInfo,
-        commit: RefInfo,
-        judge: Judge,
-        cs: CompareSettings,
-        attempts: int | None = None,
-        alone: bool = False,
-    ) -> Step:
-        """This regime's step for the pair (reused from its record when already finished).
-
-        ``attempts`` raises the comparisons pooled before the pair counts as unknown.
-        """
-        stored = self.prior.get((kind, base.sha, commit.sha))
-        reused = stored.pop(0) if stored else None
-        name = self.record.regime
-        names = [name] if alone else self.group.open_names(name)
-        if reused is not None:
-            self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
-            # A later look at this pair (its second look) pools with these comparisons,
-            # as it would have without the interruption.
-            self.group.pairs.resume(kind, base, commit, reused.comparisons, names, cs)
-            return self.add(reused)
-        return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts))
-
-    def add(self, step: Step) -> Step:
-        """Append a finished step to the record and save it."""
-        self.record = replace(self.record, steps=(*self.record.steps, step))
-        self.save()
-        return step
-
-
-class _Group:
+class Group:
     """One `perfctl bisect` call: its ends, its regimes, and the pairs they share."""
 
     def __init__(
@@ -222,7 +107,7 @@ class _Group:
             elif step.likeness != Likeness.BAD:
                 done[name] = b.finish(Outcome.NO_REGRESSION, (), "")
             else:
-                done[name] = b.run(step.change or 0.0)
+                done[name] = b.run(Slowdown.of(step))
                 self.open.remove(name)
         return tuple(self.profiled(b, done[n]) for n, b in bisectors.items())
 
@@ -237,10 +122,39 @@ class _Group:
         good, bad = self.line[0], self.line[-1]
         names = self.names = self.selected(good, bad)
         cs = self.settings.compare
-        return {
-            n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
-            for i, n in enumerate(names)
-        }
+        return self.sharpened(
+            {
+                n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
+                for i, n in enumerate(names)
+            }
+        )
+
+    def sharpened(self, confirms: dict[str, Step]) -> dict[str, Step]:
+        """Each regressed regime's ends measured again, pooled, until its slowdown's CI is
+        narrow against it (up to ``attempts`` x ``verify_factor`` comparisons): every
+        step is weighed against that slowdown, so a loose one would mislead them all."""
+        loose = [
+            n
+            for n, s in confirms.items()
+            if s.likeness == Likeness.BAD and not Slowdown.of(s).precise
+        ]
+        cs, good, bad = self.settings.compare, self.line[0], self.line[-1]
+        limit = self.settings.attempts * self.settings.verify_factor
+        for i, name in enumerate(loose):
+            first = confirms[name]
+            self.say(
+                f"confirm: {name} slowdown {pct(first.change)} [{pct(first.ci_low)}, "
+                f"{pct(first.ci_high)}] is loose: measuring GOOD and BAD again, pooled"
+            )
+            step = self.pairs.step(
+                StepKind.CONFIRM, good, bad, name, precise_judge, cs, loose[i:], limit
+            )
+            # Still loose after every attempt: searched all the same, against the wider CI.
+            likeness = (
+                confirm_judge(_row_of(step)) if step.likeness == Likeness.UNKNOWN else step.likeness
+            )
+            confirms[name] = replace(step, likeness=likeness, seconds=first.seconds + step.seconds)
+        return confirms
 
     def resumed_names(self) -> list[str]:
         """The regimes an earlier run of this call selected, when every one of them still
@@ -276,7 +190,7 @@ class _Group:
         self.pairs.seed(good, bad, c, names)
         return names
 
-    def bisector(self, name: str, confirm: Step) -> _Bisector:
+    def bisector(self, name: str, confirm: Step) -> Searcher:
         """The regime's bisector, its record started with the confirm step."""
         from perfctl.store.bisects import bisection_id, load_bisection
         from perfctl.store.local import utcnow
@@ -307,11 +221,11 @@ class _Group:
             },
             group=self.id,
         )
-        b = _Bisector(self, record, prior)
+        b = Searcher(self, record, prior)
         b.save()
         return b
 
-    def profiled(self, b: _Bisector, record: Bisection) -> Bisection:
+    def profiled(self, b: Searcher, record: Bisection) -> Bisection:
         """The record with py-spy's differential of its answer's two ends (never fatal).
 
         A profile of the same ends from an earlier run is kept, with or without --profile.
@@ -328,43 +242,26 @@ class _Group:
         if not self.settings.profile:
             return record
         self.say(f"profile: {record.regime} {before.short} → {after.short} (py-spy)")
-        link = profile_ends(self.config, record.regime, before, after, self.settings)
+        from perfctl.jobs.bisect_profile import profile_ends
+
+        regimes = self.settings.compare.regimes
+        link = profile_ends(self.config, record.regime, before, after, regimes)
         b.record = replace(record, profile=link)
         b.save()
         return b.record
 
 
-def profile_ends(
-    config: Config, regime: str, before: RefInfo, after: RefInfo, settings: BisectSettings
-) -> ProfileLink:
-    """py-spy profiles of both ends, diffed per op; a failure is kept as the link's error."""
-    from perfctl.errors import PerfctlError
-    from perfctl.jobs import profile as profiling
-
-    regimes = settings.compare.regimes
-    try:
-        a = profiling.resolve_target(config, after.sha, isolated=True)
-        b = profiling.resolve_target(config, before.sha, isolated=True)
-        d = profiling.profile_pair(config, regime, b, a, regimes=regimes)
-    except PerfctlError as exc:
-        return ProfileLink(before, after, error=exc.message)
-    except OSError as exc:  # the reports folder cannot be written, say: never fatal
-        return ProfileLink(before, after, error=f"{type(exc).__name__}: {exc}")
-    moved = [f for f in d.diff.functions if f.change != "same"][:5]
-    movers = tuple(
-        f"{f.where}: self time per op {_signed_us(f.delta_self_per_op_s)} ({f.change})"
-        for f in moved
+def _row_of(step: Step) -> RegimeComparison:
+    """The verdict and change a step kept, as a row its judges can read."""
+    assert step.verdict is not None
+    return RegimeComparison(
+        name="",
+        family="",
+        verdict=step.verdict,
+        change=step.change,
+        ci_low=step.ci_low,
+        ci_high=step.ci_high,
     )
-    files = {"diff_svg": str(d.diff_svg), "diff_reverse_svg": str(d.diff_reverse_svg)}
-    return ProfileLink(before, after, {**files, "diff_json": str(d.diff_json)}, movers)
-
-
-def _signed_us(seconds: float) -> str:
-    return f"{seconds * 1e6:+.2f} µs"
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x * 100:+.1f}%"
 
 
 def bisect(
@@ -397,4 +294,4 @@ def bisect(
     with project_lock(config.state_dir, wait=settings.compare.lock_wait, what="bisect"):
         line = first_parent_line(config.root, good, bad)
         line = (replace(line[0], ref=good), *line[1:-1], replace(line[-1], ref=bad))
-        return _Group(config, globs, line, settings, say).run()
+        return Group(config, globs, line, settings, say).run()

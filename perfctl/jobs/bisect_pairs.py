@@ -28,7 +28,15 @@ from perfctl.model import (
     RegimeComparison,
 )
 from perfctl.regimes.discovery import glob_hits
-from perfctl.stats.bisection import Likeness, Step, StepKind, classify, pooled, verified
+from perfctl.stats.bisection import (
+    Likeness,
+    Slowdown,
+    Step,
+    StepKind,
+    classify,
+    pooled,
+    verified,
+)
 
 Judge = Callable[[RegimeComparison], Likeness]
 
@@ -261,7 +269,8 @@ def make_step(
 
 
 def confirm_judge(row: RegimeComparison) -> Likeness:
-    """BAD vs GOOD: only a regression starts a search."""
+    """BAD vs GOOD: only a regression starts a search; ``inconclusive`` and ``within
+    noise`` (significant, but not yet clear of the band) are measured again."""
     if row.verdict == REGRESSED:
         return Likeness.BAD
     if row.verdict in (IMPROVED, NO_CHANGE):
@@ -271,7 +280,16 @@ def confirm_judge(row: RegimeComparison) -> Likeness:
     return Likeness.UNKNOWN
 
 
-def verify_judge(total: float) -> Judge:
+def precise_judge(row: RegimeComparison) -> Likeness:
+    """BAD vs GOOD measured again: done once the slowdown's CI is narrow against it."""
+    found = confirm_judge(row)
+    if found != Likeness.BAD or row.change is None or row.ci_low is None or row.ci_high is None:
+        return found
+    precise = Slowdown(row.change, row.ci_low, row.ci_high).precise
+    return Likeness.BAD if precise else Likeness.UNKNOWN
+
+
+def verify_judge(total: Slowdown) -> Judge:
     """Parent vs culprit: a regression carrying most of the slowdown, else not verified."""
 
     def judge(row: RegimeComparison) -> Likeness:

@@ -1,21 +1,31 @@
 """What ``perfctl bisect`` decides, and the record it keeps.
 
 A bisection first measures BAD against GOOD: only a ``regressed`` verdict (the
-rule of :mod:`perfctl.stats.decision`) starts a search, and its change ``D`` is
-"the slowdown". Each step then measures a commit against GOOD and asks on which
-side of *halfway* (``sqrt(1 + D) - 1``: half the slowdown on a log scale) the
-confidence interval of its change lies:
+rule of :mod:`perfctl.stats.decision`) starts a search, and its change ``T`` with its
+95% CI is "the slowdown" (:class:`Slowdown`; the ends are measured again, pooled,
+until that CI is narrow against ``T``, so every step is held against a known gap).
+Each step then measures a commit against GOOD and weighs its change ``x`` between
+the two ends, on a log scale (:func:`log_odds`): how much likelier ``x`` is if the
+commit is like BAD (``x ~ T``, both uncertainties) than if it is like GOOD (``x ~ 0``):
 
-* wholly below halfway: **like good**; wholly above: **like bad**;
-* straddling it: **unknown** (more rounds are added; a commit that stays unknown is
+* odds of ``ODDS``:1 for BAD, and ``x`` above halfway (``T/2``): **like bad**;
+* odds of ``ODDS``:1 for GOOD, and ``x`` below halfway: **like good**;
+* anything else: **unknown** (more rounds are added; a commit that stays unknown is
   stepped over like ``git bisect skip``, and the next-nearest commit is tried; one
   left unknown inside the final range gets a second look with more attempts);
 * the regime failing, or the commit not building: **skipped**.
 
-Halfway, not the noise band, because a commit is only "the culprit" if it carries
-most of the slowdown: a commit that adds a third of it is not like BAD. The same test
+A likelihood ratio, not "the CI wholly beyond half the slowdown": the ratio decides as
+soon as the figure is far likelier near one end than the other (Wald's sequential
+test: the chance of judging wrongly is about 1/``ODDS`` however many rounds are
+added), where a 95% CI clear of halfway needs about twice the rounds at the same noise,
+and a loose estimate of ``T`` moved that mark where here it only widens the BAD side.
+Halfway still splits the two
+answers, because a commit is only "the culprit" if it carries most of the slowdown:
+one at halfway (a slowdown split between commits) stays unknown. The same test
 verifies the answer: the culprit's parent against the culprit must be ``regressed``
-*and* like bad (``verified``).
+*and* like bad (``verified``). ``benchmarks/bisect_rules.py`` plays this rule and the
+halfway rule it replaced on simulated noise.
 """
 
 from __future__ import annotations
@@ -129,26 +139,89 @@ class Bisection:
         return math.fsum(s.seconds for s in self.steps)
 
 
+Z95 = 1.959963984540054  # the two-sided 95% normal quantile: CI half-width / standard error
+ODDS = 99.0  # how much likelier one end must make a step's figure before it is judged
+# A second look (a commit left unknown inside the final range) settles for 19:1: a wrong
+# answer there is caught by the verification and ends as a range, never a wrong culprit.
+SECOND_LOOK_ODDS = 19.0
+PRECISE = 0.5  # the slowdown is known once its CI half-width is at most this share of it
+_TINY = 1e-6  # a floor for standard errors: counters can give a zero-width interval
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """GOOD → BAD as the confirm step measured it: the relative change and its 95% CI."""
+
+    change: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def log(self) -> float:
+        """The change on a log scale."""
+        return math.log1p(self.change)
+
+    @property
+    def se(self) -> float:
+        """Its standard error on a log scale, read off the 95% CI."""
+        return log_se(self.ci_low, self.ci_high)
+
+    @property
+    def precise(self) -> bool:
+        """Whether the CI is narrow against the slowdown: its half-width at most PRECISE of
+        the CI's low end (the low end, because a comparison that stopped early on a lucky
+        run of rounds overstates the change)."""
+        return self.ci_low > 0 and Z95 * self.se <= PRECISE * math.log1p(self.ci_low)
+
+    @classmethod
+    def of(cls, step: Step) -> Slowdown:
+        """The slowdown a regressed confirm step measured."""
+        if step.change is None or step.ci_low is None or step.ci_high is None:
+            raise ValueError("a confirm step without a change and its CI has no slowdown")
+        return cls(step.change, step.ci_low, step.ci_high)
+
+
+def log_se(ci_low: float, ci_high: float) -> float:
+    """The standard error of a change on a log scale, from its 95% CI."""
+    return max((math.log1p(ci_high) - math.log1p(ci_low)) / (2.0 * Z95), _TINY)
+
+
 def halfway(total: float) -> float:
     """Half of a relative slowdown on a log scale: +100% -> +41.4%."""
     return math.sqrt(1.0 + total) - 1.0
 
 
-def classify(row: RegimeComparison, total: float) -> Likeness:
+def log_odds(change: float, ci_low: float, ci_high: float, total: Slowdown) -> float:
+    """log(P(change | like BAD) / P(change | like GOOD)) for a commit measured against GOOD.
+
+    Like GOOD: the true change is 0 and ``change`` is off by the step's own error; like
+    BAD: it is the slowdown, whose own error adds to the step's.
+    """
+    x, s = math.log1p(change), log_se(ci_low, ci_high)
+    bad = math.hypot(s, total.se)
+    return _log_normal(x - total.log, bad) - _log_normal(x, s)
+
+
+def _log_normal(d: float, sd: float) -> float:
+    return -0.5 * (d / sd) ** 2 - math.log(sd)
+
+
+def classify(row: RegimeComparison, total: Slowdown, odds: float = ODDS) -> Likeness:
     """Like good / like bad / unknown / skipped, for a commit measured against GOOD."""
     if row.verdict in (FAILED, SKIPPED):
         return Likeness.SKIPPED
-    if row.ci_low is None or row.ci_high is None:
+    if row.change is None or row.ci_low is None or row.ci_high is None:
         return Likeness.UNKNOWN
-    mid = halfway(total)
-    if row.ci_high < mid:
-        return Likeness.GOOD
-    if row.ci_low > mid:
+    ratio = log_odds(row.change, row.ci_low, row.ci_high, total)
+    above = math.log1p(row.change) > total.log / 2  # the side of halfway it lies on
+    if ratio >= math.log(odds) and above:
         return Likeness.BAD
+    if ratio <= -math.log(odds) and not above:
+        return Likeness.GOOD
     return Likeness.UNKNOWN
 
 
-def verified(row: RegimeComparison, total: float) -> bool:
+def verified(row: RegimeComparison, total: Slowdown) -> bool:
     """Whether parent -> culprit is a regression carrying most of the slowdown."""
     return row.verdict == REGRESSED and classify(row, total) == Likeness.BAD
 

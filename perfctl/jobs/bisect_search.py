@@ -1,0 +1,156 @@
+"""One regime's search of a `perfctl bisect` call: its steps, second looks and verification.
+
+The steps are measured through the call's shared pairs (:mod:`perfctl.jobs.bisect_pairs`)
+and judged by :mod:`perfctl.stats.bisection`; the record is saved after every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from perfctl.jobs.bisect_pairs import Judge, verify_judge
+from perfctl.jobs.compare import CompareSettings
+from perfctl.model import RefInfo
+from perfctl.stats.bisection import (
+    ODDS,
+    SECOND_LOOK_ODDS,
+    Bisection,
+    Likeness,
+    Outcome,
+    Slowdown,
+    Step,
+    StepKind,
+    classify,
+    narrowed,
+    search,
+    unclear,
+    widen,
+)
+
+if TYPE_CHECKING:
+    from perfctl.jobs.bisect import Group
+
+
+class Searcher:
+    """One regime's bisection: its record, and the steps measured so far."""
+
+    def __init__(self, group: Group, record: Bisection, prior: Bisection | None) -> None:
+        self.group, self.record, self.prior_record = group, record, prior
+        # Each pair's stored steps in the order measured: a commit's first look, then
+        # its second look, are handed out in that order on a resume.
+        self.prior: dict[tuple[str, str, str], list[Step]] = {}
+        for s in prior.steps if prior else ():
+            self.prior.setdefault((s.kind, s.base.sha, s.commit.sha), []).append(s)
+
+    @property
+    def line(self) -> tuple[RefInfo, ...]:
+        """GOOD, every first-parent commit, BAD."""
+        return self.group.line
+
+    @property
+    def compare(self) -> CompareSettings:
+        """Settings of one step's comparison."""
+        return self.group.settings.compare
+
+    def run(self, total: Slowdown) -> Bisection:
+        """Search and verify; the finished record (saved)."""
+        good = self.line[0]
+
+        def judge_commit(i: int, attempts: int | None = None) -> Likeness:
+            odds = ODDS if attempts is None else SECOND_LOOK_ODDS  # a second look
+            judge = lambda r: classify(r, total, odds)  # noqa: E731
+            step = self.measure(StepKind.STEP, good, self.line[i], judge, self.compare, attempts)
+            return step.likeness
+
+        n = len(self.line) - 1
+        lo, hi, judged = search(n, judge_commit)
+        # A commit stepped over as unknown may be the culprit itself (a busy spell
+        # widened its interval): before settling for a range, each unknown commit
+        # inside it gets the verification's share of attempts, pooled with its own.
+        looked: set[int] = set()
+        more = self.group.settings.attempts * self.group.settings.verify_factor
+        while (i := unclear(lo, hi, judged, looked)) is not None:
+            looked.add(i)
+            judged[i] = judge_commit(i, more)
+            lo, hi = narrowed(lo, hi, i, judged[i])
+            lo, hi, judged = search(n, judge_commit, (lo, hi, judged))
+        return self.conclude(lo, hi, judged, total)
+
+    def conclude(self, lo: int, hi: int, judged: dict[int, Likeness], total: Slowdown) -> Bisection:
+        """Verify the answer with more rounds; widen it to a range when it does not hold."""
+        s = self.compare.schedule
+        k = self.group.settings.verify_factor
+        more = replace(
+            self.compare, schedule=replace(s, rounds=s.rounds * k, max_rounds=s.max_rounds * k)
+        )
+        check = self.measure(
+            StepKind.VERIFY, self.line[lo], self.line[hi], verify_judge(total), more, alone=True
+        )
+        holds = check.likeness == Likeness.BAD
+        note = ""
+        if not holds:
+            note = (
+                f"not verified: {self.line[lo].short} → {self.line[hi].short} changed "
+                f"{pct(check.change)}, not most of the slowdown ({pct(total.change)}); "
+                "the candidates span the neighbouring steps"
+            )
+            lo, hi = widen(lo, hi, judged, len(self.line) - 1)
+        candidates = self.line[lo + 1 : hi + 1]
+        if holds and len(candidates) == 1:
+            return self.finish(Outcome.CULPRIT, candidates, note)
+        if holds:
+            note = "the commits between were skipped or unclear: the slowdown is in this range"
+        return self.finish(Outcome.RANGE, candidates, note)
+
+    def finish(self, outcome: Outcome, candidates: tuple[RefInfo, ...], note: str) -> Bisection:
+        """Save and return the finished record."""
+        culprit = candidates[0] if outcome == Outcome.CULPRIT else None
+        self.record = replace(
+            self.record, outcome=outcome, candidates=candidates, culprit=culprit, note=note
+        )
+        self.save()
+        return self.record
+
+    def save(self) -> None:
+        """Write the record as it stands (after every step)."""
+        from perfctl.store.bisects import save_bisection
+
+        save_bisection(self.group.config.state_dir, self.record)
+
+    def measure(
+        self,
+        kind: StepKind,
+        base: RefInfo,
+        commit: RefInfo,
+        judge: Judge,
+        cs: CompareSettings,
+        attempts: int | None = None,
+        alone: bool = False,
+    ) -> Step:
+        """This regime's step for the pair (reused from its record when already finished).
+
+        ``attempts`` raises the comparisons pooled before the pair counts as unknown.
+        """
+        stored = self.prior.get((kind, base.sha, commit.sha))
+        reused = stored.pop(0) if stored else None
+        name = self.record.regime
+        names = [name] if alone else self.group.open_names(name)
+        if reused is not None:
+            self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
+            # A later look at this pair (its second look) pools with these comparisons,
+            # as it would have without the interruption.
+            self.group.pairs.resume(kind, base, commit, reused.comparisons, names, cs)
+            return self.add(reused)
+        return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts))
+
+    def add(self, step: Step) -> Step:
+        """Append a finished step to the record and save it."""
+        self.record = replace(self.record, steps=(*self.record.steps, step))
+        self.save()
+        return step
+
+
+def pct(x: float | None) -> str:
+    """A relative change as a signed percentage (— when unknown)."""
+    return "—" if x is None else f"{x * 100:+.1f}%"
