@@ -26,6 +26,7 @@ from perfctl.model import (
     Status,
     Verdict,
 )
+from perfctl.render import bisect as render_bisect
 from perfctl.stats import bisection, verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
 from perfctl.store.bisects import load_bisection
@@ -359,6 +360,34 @@ def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
     assert (0, 5) not in fake.calls
     step = next(s for s in record.steps if s.commit.sha == line[5] and s.kind == StepKind.STEP)
     assert step.comparisons == ("earlier",) and step.likeness == G
+
+
+def test_fake_a_record_judged_by_the_halfway_rule_is_judged_anew(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 3.0 for i in range(6, 10)}
+    record, _ = _run(git_repo, line, speed, monkeypatch)
+    assert record.settings["judge"] == "odds"
+    assert "99:1 likelier near that end" in render_bisect.legend(record)
+    # Made before the odds rule: no "judge", and a step that rule would not have taken.
+    path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
+    old = json.loads(path.read_text())
+    del old["settings"]["judge"]
+    old["steps"][1]["likeness"] = "unknown"
+    path.write_text(json.dumps(old))
+    assert "its CI below / above half" in render_bisect.legend(
+        load_bisection(path.parent.parent, record.id)
+    )
+    said: list[object] = []
+    fake = FakeCompare(line, speed)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    (again,) = job.bisect(
+        load_config(git_repo.path), line[0], line[-1], "work", settings, said.append
+    )
+    assert "work: the stored bisection judged its steps otherwise: judging anew" in said
+    assert again.settings["judge"] == "odds" and (0, 9) in fake.calls  # confirmed again
+    assert [s.likeness for s in again.steps[1:]] == [s.likeness for s in record.steps[1:]]
 
 
 def test_fake_no_regression_measures_only_the_ends(

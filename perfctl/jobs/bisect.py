@@ -17,7 +17,7 @@ stored comparison; each regime's record is saved after each step, so a re-run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from perfctl.config import Config
 from perfctl.errors import RegimeFailed, UsageError
@@ -27,10 +27,12 @@ from perfctl.jobs.bisect_pairs import (
     precise_judge,
     select_names,
 )
+from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
 from perfctl.jobs.bisect_search import Searcher, pct
-from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress, facts_once
+from perfctl.jobs.compare import Progress, facts_once
 from perfctl.model import RefInfo, RegimeComparison
 from perfctl.stats.bisection import (
+    JUDGE,
     Bisection,
     Likeness,
     Outcome,
@@ -38,22 +40,6 @@ from perfctl.stats.bisection import (
     Step,
     StepKind,
 )
-
-
-@dataclass(frozen=True)
-class BisectSettings:
-    """How hard each step tries before it gives up on a commit."""
-
-    compare: CompareSettings = COMPARE_DEFAULT
-    attempts: int = 3  # comparisons per commit (each with its own rounds) before "unknown"
-    verify_factor: int = 2  # the verification runs this many times the rounds
-    fresh: bool = False  # ignore the stored record and comparisons
-    profile: bool = False  # py-spy differential of the answer's two ends
-
-    @property
-    def measure(self) -> str:
-        """The signal compared: time, instructions or memory."""
-        return self.compare.schedule.measure
 
 
 class Group:
@@ -79,7 +65,9 @@ class Group:
         selection = {"regimes": sorted(globs), "family": settings.compare.family}
         self.id = group_id(line[0].sha, line[-1].sha, selection, settings.measure)
         found = [] if settings.fresh else load_group(config.state_dir, self.id)
-        self.prior = {b.regime: b for b in found}  # this call's records, by regime
+        # A record judged by another rule is not resumed: its steps are judged anew (their
+        # stored comparisons still spare the measuring).
+        self.prior = {b.regime: b for b in found if b.settings.get("judge") == JUDGE}
         self.pairs = Pairs(config, settings.attempts, settings.fresh, say, settings.measure)
         self.open: list[str] = []  # regimes whose search has not finished, in order
         self.names: list[str] = []  # every selected regime
@@ -199,6 +187,9 @@ class Group:
         bid = bisection_id(good.sha, bad.sha, name, self.settings.measure)
         # The regime's own record, whichever call wrote it: its steps are reused.
         prior = None if self.settings.fresh else load_bisection(self.config.state_dir, bid)
+        if prior is not None and prior.settings.get("judge") != JUDGE:
+            self.say(f"{name}: the stored bisection judged its steps otherwise: judging anew")
+            prior = None
         cpus = list(self.settings.compare.schedule.affinity)
         if prior is not None and list(prior.settings.get("affinity") or ()) != cpus:
             cpus = []  # its reused steps were placed otherwise: no one placement to name
@@ -214,6 +205,7 @@ class Group:
                 "preset": self.settings.compare.name,
                 "attempts": self.settings.attempts,
                 "measure": self.settings.measure,
+                "judge": JUDGE,  # how its steps are judged (older records: "halfway")
                 "affinity": cpus,
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,

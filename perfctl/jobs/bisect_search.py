@@ -6,11 +6,13 @@ and judged by :mod:`perfctl.stats.bisection`; the record is saved after every st
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
 
-from perfctl.jobs.bisect_pairs import Judge, verify_judge
-from perfctl.jobs.compare import CompareSettings
+from perfctl.config import Config
+from perfctl.jobs.bisect_pairs import Judge, Pairs, verify_judge
+from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
 from perfctl.model import RefInfo
 from perfctl.stats.bisection import (
     ODDS,
@@ -28,14 +30,41 @@ from perfctl.stats.bisection import (
     widen,
 )
 
-if TYPE_CHECKING:
-    from perfctl.jobs.bisect import Group
+
+@dataclass(frozen=True)
+class BisectSettings:
+    """How hard each step tries before it gives up on a commit."""
+
+    compare: CompareSettings = COMPARE_DEFAULT
+    attempts: int = 3  # comparisons per commit (each with its own rounds) before "unknown"
+    verify_factor: int = 2  # the verification runs this many times the rounds
+    fresh: bool = False  # ignore the stored record and comparisons
+    profile: bool = False  # py-spy differential of the answer's two ends
+
+    @property
+    def measure(self) -> str:
+        """The signal compared: time, instructions or memory."""
+        return self.compare.schedule.measure
+
+
+class Call(Protocol):
+    """What a search needs of its `perfctl bisect` call (:class:`perfctl.jobs.bisect.Group`)."""
+
+    config: Config
+    line: tuple[RefInfo, ...]
+    settings: BisectSettings
+    pairs: Pairs
+    say: Progress
+
+    def open_names(self, name: str) -> Sequence[str]:
+        """The regimes a new comparison measures: ``name`` and every later open one."""
+        ...
 
 
 class Searcher:
     """One regime's bisection: its record, and the steps measured so far."""
 
-    def __init__(self, group: Group, record: Bisection, prior: Bisection | None) -> None:
+    def __init__(self, group: Call, record: Bisection, prior: Bisection | None) -> None:
         self.group, self.record, self.prior_record = group, record, prior
         # Each pair's stored steps in the order measured: a commit's first look, then
         # its second look, are handed out in that order on a resume.

@@ -11,11 +11,24 @@ from perfctl.render.escape import escape_plain, md_escape
 from perfctl.render.tables import esc, fmt_pct
 from perfctl.stats.bisection import Bisection, Outcome, Step, StepKind
 
-# What the rows are: GOOD vs BAD first, each step vs GOOD, the check vs the parent.
-LEGEND = (
-    "ends: BAD vs GOOD; 1, 2, …: each commit vs GOOD (like good / like bad: its CI "
-    "below / above half the slowdown); verify: the culprit vs its parent."
-)
+# What the rows are: GOOD vs BAD first, each step vs GOOD, the check vs the parent;
+# how a step was judged depends on the rule the record was made with (its "judge").
+_JUDGED = {
+    "odds": "99:1 likelier near that end than the other (19:1 on a second look), "
+    "on its side of half the slowdown",
+    "halfway": "its CI below / above half the slowdown",
+}
+
+
+def legend(b: Bisection) -> str:
+    """What the steps table's rows are, and the rule its steps were judged by."""
+    judged = _JUDGED.get(str(b.settings.get("judge") or "halfway"), _JUDGED["halfway"])
+    return (
+        f"ends: BAD vs GOOD; 1, 2, …: each commit vs GOOD (like good / like bad: {judged}); "
+        "verify: the culprit vs its parent."
+    )
+
+
 COLUMNS = ("#", "Commit", "Subject", "Change vs good [95% CI]", "Verdict", "Rounds", "Time")
 
 
@@ -138,8 +151,8 @@ def _legend(b: Bisection) -> list[str]:
     if b.outcome in (Outcome.NO_REGRESSION, Outcome.FAILED):
         return []
     if len(b.last_looks()) < len(b.of_kind(StepKind.STEP)):
-        return [f"{LEGEND} N again: a second look at an unknown commit, pooled with the first."]
-    return [LEGEND]
+        return [f"{legend(b)} N again: a second look at an unknown commit, pooled with the first."]
+    return [legend(b)]
 
 
 def skipped_lines(b: Bisection) -> list[str]:

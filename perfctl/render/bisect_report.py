@@ -2,8 +2,8 @@
 
 Every first-parent commit of GOOD..BAD is a category on the x axis, oldest first; each
 measured commit is its change against GOOD with the 95% CI, coloured by how it was
-judged; the dashed line is half the slowdown (what "like good" and "like bad" are
-judged against) and the solid one the slowdown itself. The figures are the record's
+judged; the dashed line is half the slowdown (the side a "like good" or "like bad"
+figure lies on) and the solid one the slowdown itself. The figures are the record's
 own: nothing is recomputed here.
 """
 
@@ -51,7 +51,7 @@ def bisect_context(b: Bisection, line: Sequence[RefInfo]) -> dict[str, Any]:
         "title": f"perfctl: bisect {b.regime}",
         "record": b,
         "headline": text.headline(b),
-        "legend": text.LEGEND,
+        "legend": text.legend(b),
         "columns": text.COLUMNS,
         "rows": text.rows(b),
         "skipped": text.skipped_lines(b),

@@ -140,6 +140,7 @@ class Bisection:
 
 
 Z95 = 1.959963984540054  # the two-sided 95% normal quantile: CI half-width / standard error
+JUDGE = "odds"  # the rule a record's steps were judged by (records before it: "halfway")
 ODDS = 99.0  # how much likelier one end must make a step's figure before it is judged
 # A second look (a commit left unknown inside the final range) settles for 19:1: a wrong
 # answer there is caught by the verification and ends as a range, never a wrong culprit.
