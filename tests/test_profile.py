@@ -499,7 +499,16 @@ def test_sigint_stop_keeps_the_profile_and_the_status(project: Path, tmp_path: P
     assert stacks.load_stacks(out).total_s > 0
 
 
-def test_ctrl_c_keeps_a_shortened_profile(project: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [
+        (signal.SIGINT, 130, "Error: interrupted\n"),  # what a terminal's Ctrl-C sends
+        (signal.SIGTERM, 143, "Error: interrupted (SIGTERM)\n"),  # a CI job cancelled
+    ],
+)
+def test_ctrl_c_keeps_a_shortened_profile(
+    project: Path, sig: signal.Signals, code: int, said: str
+) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "perfctl", "profile", "hotloop", "--duration", "60"],
@@ -516,10 +525,10 @@ def test_ctrl_c_keeps_a_shortened_profile(project: Path) -> None:
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends perfctl
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "Error: interrupted" in err
+    assert proc.returncode == code, err
+    assert said in err and err.count("Error:") == 1, err  # said once, with its signal
     s = profiling.load_summary(regime_dir / "WORKTREE")
     assert s.interrupted and 0 < s.elapsed_s < 30
     assert any(w.startswith("stopped early") for w in s.warnings)

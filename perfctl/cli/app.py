@@ -94,8 +94,11 @@ def main() -> None:
     procs.sweep()  # what a killed perfctl left: its children's groups, its scratch folders
     try:
         rv = app(standalone_mode=False)
-        if (lost := common.swallowed_signal()) is not None:
-            raise lost  # Ctrl-C landed where Python swallows exceptions: still a stop
+        # A signal whose exception Python swallowed is still a stop, unless the command
+        # already ended on it with its own message and code (profile's, say).
+        lost = common.swallowed_signal()
+        if lost is not None and rv != common.interrupted_code(lost):
+            raise lost
     except KeyboardInterrupt as exc:
         common.interrupted(exc)
         code = common.interrupted_code(exc)

@@ -33,7 +33,7 @@ from perfctl.errors import ProfileFailed, UsageError
 from perfctl.files import ensure_output_dir
 from perfctl.model import RefInfo, RegimeInfo
 from perfctl.profile import pyspy, recording, stackdiff
-from perfctl.profile.pyspy import RecordSettings
+from perfctl.profile.pyspy import Recording, RecordSettings
 from perfctl.profile.recording import Target
 from perfctl.profile.records import (
     DiffSide,
@@ -166,8 +166,8 @@ def _record_into(
     files: Sequence[Path],
     info: RegimeInfo,
     settings: RecordSettings,
-) -> tuple[ProfileSummary, Stacks, str]:
-    """Record, judge, analyse and write into ``tmp``: (summary, regime stacks, stopped)."""
+) -> tuple[ProfileSummary, Stacks, Recording]:
+    """Record, judge, analyse and write into ``tmp``: (summary, regime stacks, py-spy's run)."""
     run = recording.run_worker(tmp, config, target, files, info, settings)
     analysed = recording.analyse(
         run, config=config, target=target, regime=info.name, sample_s=1.0 / settings.rate
@@ -183,7 +183,7 @@ def _record_into(
         files={k: str(final / v) for k, v in PROFILE_FILES.items()},
     )
     recording.write_profile(tmp, summary, analysed, settings)
-    return summary, analysed.regime, run.recording.stopped
+    return summary, analysed.regime, run.recording
 
 
 def _profile(
@@ -204,7 +204,7 @@ def _profile(
             f"at {settings.rate} Hz"
         )
     try:
-        summary, regime, stopped = _record_into(tmp, config, target, files, info, settings)
+        summary, regime, rec = _record_into(tmp, config, target, files, info, settings)
         (tmp / "status.json").unlink(missing_ok=True)
         recording.publish(tmp, final)
     except Exception as exc:
@@ -227,10 +227,10 @@ def _profile(
         out["summary"],
         summary,
     )
-    if stopped == "interrupt":
+    if rec.stopped == "interrupt":
         if log:
             log(f"interrupted: kept the shortened profile in {final}")
-        raise KeyboardInterrupt  # stop everything else
+        pyspy.stop_as_signalled(rec)  # stop everything else
     return result, regime
 
 

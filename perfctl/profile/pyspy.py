@@ -23,6 +23,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from perfctl.errors import ProfilerUnavailable
 from perfctl.measure import procs
@@ -73,6 +74,14 @@ class Recording:
     errors: int | None
     log: str  # py-spy's combined stdout/stderr
     stopped: str = ""  # "" | "timeout" | "interrupt": why perfctl stopped it early
+    signum: int = 0  # with "interrupt": the signal that stopped perfctl (SIGINT, SIGTERM, …)
+
+
+def stop_as_signalled(rec: Recording) -> NoReturn:
+    """Stop as the signal that interrupted ``rec`` would: its handler (cli/common.py)
+    raises what it raised the first time, so a SIGTERM still exits 143, not 130."""
+    signal.raise_signal(rec.signum or signal.SIGINT)
+    raise KeyboardInterrupt  # the signal is ignored here (nohup): stop all the same
 
 
 def find_py_spy() -> Path:
@@ -178,7 +187,7 @@ def record(
     argv: list[str], *, cwd: Path, env: dict[str, str], log_path: Path, timeout_s: float
 ) -> Recording:
     """Run py-spy (and so the worker) to completion, or stop it after ``timeout_s``."""
-    stopped = ""
+    stopped, signum = "", 0
     # py-spy and the worker run in their own process group; whatever the regime
     # left running in it (a leaked child) is killed when the block ends.
     with (
@@ -191,8 +200,9 @@ def record(
             if not _wait(proc, timeout_s):
                 stopped = "timeout"
                 stop(proc)
-        except KeyboardInterrupt:
-            stopped = "interrupt"
+        except KeyboardInterrupt as exc:
+            # cli/common.py raises SIGTERM and SIGHUP as a KeyboardInterrupt with a signum.
+            stopped, signum = "interrupt", getattr(exc, "signum", signal.SIGINT)
             try:
                 stop(proc)
             except KeyboardInterrupt:
@@ -201,4 +211,4 @@ def record(
                 raise
     text = log_path.read_text(encoding="utf-8", errors="replace")
     samples, errors = samples_line(text)
-    return Recording(proc.returncode, samples, errors, text, stopped)
+    return Recording(proc.returncode, samples, errors, text, stopped, signum)
