@@ -98,16 +98,17 @@ def test_a_loose_slowdown_no_longer_holds_the_culprit_unknown() -> None:
     # Benchmark run 3's figures: GOOD -> BAD +9.1% [+4.4%, +13.7%] after 30 rounds, the
     # culprit +6.7% [+4.43%, +8.9%] after 353 rounds. Half the slowdown is +4.46%: the
     # CI-beyond-halfway rule kept the culprit unknown by 0.03 points.
-    total = bisection.Slowdown(0.091, 0.044, 0.137)
+    total = bisection.Slowdown(0.091, 0.044, 0.137, band=0.02)
     culprit = _row(0.067, 0.0443, 0.089)
     assert culprit.ci_low is not None and culprit.ci_low < halfway(total.change)
     assert classify(culprit, total) == B
-    # An unchanged commit of run 1, against the +6.9% of that run.
-    assert classify(_row(0.013, -0.011, 0.038, "inconclusive"), total) in (G, U)
-    assert (
-        classify(_row(0.013, -0.011, 0.038, "inconclusive"), bisection.Slowdown(0.069, 0.06, 0.078))
-        == G
-    )
+    # An unchanged commit of run 1 (+1.3% [-1.1%, +3.8%]): its CI straddles halfway of
+    # run 1's +6.9%, yet it is far likelier like good.
+    unchanged = _row(0.013, -0.011, 0.038, "inconclusive")
+    assert classify(unchanged, total) == G
+    run1 = bisection.Slowdown(0.069, 0.06, 0.078, band=0.02)
+    assert unchanged.ci_high is not None and unchanged.ci_high > halfway(run1.change)
+    assert classify(unchanged, run1) == G
 
 
 def test_a_commit_carrying_half_the_slowdown_stays_unknown() -> None:
@@ -116,13 +117,36 @@ def test_a_commit_carrying_half_the_slowdown_stays_unknown() -> None:
     # A loose slowdown: the figure is far likelier like BAD (GOOD is ruled out), but it
     # lies below halfway, so it is not the commit that carries most of the slowdown.
     loose = bisection.Slowdown(0.20, 0.05, 0.37)
-    assert bisection.log_odds(0.08, 0.075, 0.085, loose) > math.log(bisection.ODDS)
-    assert classify(_row(0.08, 0.075, 0.085), loose) == U
+    assert bisection.log_odds(0.09, 0.08, 0.101, loose) > math.log(bisection.ODDS)
+    assert classify(_row(0.09, 0.08, 0.101), loose) == U
+    # Its CI wholly below halfway settles it, as it always did.
+    assert classify(_row(0.08, 0.075, 0.085), loose) == G
     # Slower than GOOD for sure, yet far likelier like good: a small unrelated change.
     assert (
         classify(_row(0.01, 0.004, 0.018, "within noise"), bisection.Slowdown(0.084, 0.066, 0.10))
         == G
     )
+
+
+def test_a_small_change_of_its_own_keeps_a_commit_like_good_however_precise() -> None:
+    # Precise figures of a commit that is not exactly GOOD: without the band's slack the
+    # odds would find it "not like GOOD" and, below halfway, leave it unknown.
+    total = bisection.Slowdown(0.08, 0.065, 0.095, band=0.02)
+    for x, half in ((-0.03, 0.004), (0.015, 0.002), (0.02, 0.003)):
+        assert classify(_row(x, x - half, x + half, "within noise"), total) == G
+    assert classify(_row(0.075, 0.071, 0.079), total) == B
+    # Counters: zero-width intervals either side of no change.
+    counted = bisection.Slowdown(0.05, 0.049, 0.051, band=0.005)
+    assert classify(_row(0.003, 0.003, 0.003, "no change"), counted) == G
+    assert classify(_row(-0.003, -0.003, -0.003, "no change"), counted) == G
+    assert classify(_row(0.05, 0.05, 0.05), counted) == B
+
+
+def test_a_change_of_minus_100_percent_or_below_is_judged_not_raised() -> None:
+    # Welch's interval for counters is not bounded at -100% (a commit that stops allocating).
+    total = bisection.Slowdown(0.5, 0.4, 0.6, band=0.005)
+    assert classify(_row(-1.0, -1.124, -0.876, "improved"), total) == G
+    assert bisection.log_odds(-1.0, -1.124, -0.876, total) < 0
 
 
 def test_a_second_look_settles_for_lower_odds() -> None:
@@ -173,6 +197,7 @@ class FakeCompare:
         self.calls: list[tuple[int, int]] = []
         self.measured: list[tuple[str, ...]] = []
         self.spread: dict[int, float] = {}  # call number (from 1) -> a noisier spread
+        self.store: Path | None = None  # a state dir to store each comparison in, as compare does
 
     def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:
         self.calls.append((self.index[base], self.index[head]))
@@ -205,7 +230,7 @@ class FakeCompare:
             rows += verdicts.decide_all({name: sides}, threshold=0.02, alpha=0.05)
         machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
         ref = RefInfo
-        return Comparison(
+        c = Comparison(
             id=f"c{len(self.calls)}",
             created="now",
             base=ref(base[:10], base),
@@ -218,6 +243,13 @@ class FakeCompare:
                 "affinity": list(settings.schedule.affinity),
             },
         )
+        if self.store is not None:
+            from perfctl.measure.machine import fingerprint
+            from perfctl.store.local import open_store
+
+            c = replace(c, id=f"{c.id}-{self.store.parent.name}", machine=fingerprint())
+            open_store(self.store).save_comparison(c)
+        return c
 
 
 @pytest.fixture
@@ -366,28 +398,35 @@ def test_fake_a_record_judged_by_the_halfway_rule_is_judged_anew(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     speed = {i: 3.0 for i in range(6, 10)}
-    record, _ = _run(git_repo, line, speed, monkeypatch)
+    first = FakeCompare(line, speed)
+    first.store = git_repo.path / ".perfctl"  # stored, as real comparisons are
+    monkeypatch.setattr(bisect_pairs, "compare_refs", first)
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    config = load_config(git_repo.path)
+    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
     assert record.settings["judge"] == "odds"
     assert "99:1 likelier near that end" in render_bisect.legend(record)
     # Made before the odds rule: no "judge", and a step that rule would not have taken.
     path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
     old = json.loads(path.read_text())
     del old["settings"]["judge"]
-    old["steps"][1]["likeness"] = "unknown"
+    old["steps"][2]["likeness"] = "unknown"
     path.write_text(json.dumps(old))
-    assert "its CI below / above half" in render_bisect.legend(
-        load_bisection(path.parent.parent, record.id)
-    )
+    halfway_record = load_bisection(path.parent.parent, record.id)
+    assert "its CI below / above half" in render_bisect.legend(halfway_record)
     said: list[object] = []
     fake = FakeCompare(line, speed)
     monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
-    settings = job.BisectSettings(compare=COMPARE_FAST)
-    (again,) = job.bisect(
-        load_config(git_repo.path), line[0], line[-1], "work", settings, said.append
-    )
-    assert "work: the stored bisection judged its steps otherwise: judging anew" in said
-    assert again.settings["judge"] == "odds" and (0, 9) in fake.calls  # confirmed again
-    assert [s.likeness for s in again.steps[1:]] == [s.likeness for s in record.steps[1:]]
+    (again,) = job.bisect(config, line[0], line[-1], "work", settings, said.append)
+    assert (
+        "work: the stored bisection judged its steps by an earlier rule: judging them anew "
+        "from their stored comparisons"
+    ) in said
+    assert fake.calls == []  # every step judged anew from what was stored: nothing measured
+    assert again.settings["judge"] == "odds"
+    assert [s.likeness for s in again.steps] == [s.likeness for s in record.steps]
+    assert [s.comparisons for s in again.steps] == [s.comparisons for s in record.steps]
+    assert again.culprit == record.culprit and again.seconds == record.seconds
 
 
 def test_fake_no_regression_measures_only_the_ends(
@@ -438,6 +477,48 @@ def test_fake_a_loose_slowdown_is_measured_again_before_the_search(
     assert confirm.comparisons == ("c1", "c2") and confirm.ci_low is not None
     assert bisection.Slowdown.of(confirm).precise and confirm.ci_low > 0.038
     assert record.outcome == Outcome.CULPRIT and record.culprit is not None
+    assert record.culprit.sha == line[6]
+
+
+def test_fake_a_slowdown_that_does_not_hold_when_measured_again_is_not_bisected(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeCompare(line, {9: 1.1}, lucky={(0, 9): [1.1, 1.0]})  # then no change
+    fake.spread = {1: 0.03}  # a loose first reading: +10% [+3.8%, +16.6%]
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(load_config(git_repo.path), line[0], line[-1], "work", settings)
+    assert record.outcome == Outcome.NO_REGRESSION and record.culprit is None
+    assert set(fake.calls) == {(0, 9)} and len(fake.calls) > 1  # only the ends, pooled
+    assert record.note.startswith("BAD vs GOOD read regressed at first (+10.0% [+3.8%, +16.6%])")
+    (confirm,) = record.of_kind(StepKind.CONFIRM)
+    assert confirm.verdict != "regressed" and len(confirm.comparisons) == len(fake.calls)
+    assert record.note in render_bisect.headline(record)
+
+
+def test_fake_a_loose_slowdown_cut_short_is_measured_again_on_a_re_run(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeCompare(line, {i: 1.1 for i in range(6, 10)})
+    fake.spread = {1: 0.03}
+
+    def ctrl_c_on_the_second(*args, **kw):
+        if len(fake.calls) == 1:
+            raise KeyboardInterrupt  # while the ends are measured again
+        return fake(*args, **kw)
+
+    monkeypatch.setattr(bisect_pairs, "compare_refs", ctrl_c_on_the_second)
+    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
+    with pytest.raises(KeyboardInterrupt):
+        job.bisect(config, line[0], line[-1], "w*", settings)
+    fake2 = FakeCompare(line, {i: 1.1 for i in range(6, 10)})
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake2)
+    said: list[object] = []
+    (record,) = job.bisect(config, line[0], line[-1], "w*", settings, said.append)
+    text = "\n".join(map(str, said))
+    assert "confirm: work reused (like bad)" in text  # the selection and first reading kept
+    assert "is loose: measuring GOOD and BAD again" in text
+    assert fake2.calls[0] == (0, 9) and record.culprit is not None
     assert record.culprit.sha == line[6]
 
 

@@ -30,7 +30,7 @@ from perfctl.jobs.bisect_pairs import (
 from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
 from perfctl.jobs.bisect_search import Searcher, pct
 from perfctl.jobs.compare import Progress, facts_once
-from perfctl.model import RefInfo, RegimeComparison
+from perfctl.model import REGRESSED, RefInfo
 from perfctl.stats.bisection import (
     JUDGE,
     Bisection,
@@ -65,9 +65,7 @@ class Group:
         selection = {"regimes": sorted(globs), "family": settings.compare.family}
         self.id = group_id(line[0].sha, line[-1].sha, selection, settings.measure)
         found = [] if settings.fresh else load_group(config.state_dir, self.id)
-        # A record judged by another rule is not resumed: its steps are judged anew (their
-        # stored comparisons still spare the measuring).
-        self.prior = {b.regime: b for b in found if b.settings.get("judge") == JUDGE}
+        self.prior = {b.regime: b for b in found}  # this call's records, by regime
         self.pairs = Pairs(config, settings.attempts, settings.fresh, say, settings.measure)
         self.open: list[str] = []  # regimes whose search has not finished, in order
         self.names: list[str] = []  # every selected regime
@@ -86,6 +84,7 @@ class Group:
                 "fix the regime (or pick other ends), then re-run",
             )
         bisectors = {n: self.bisector(n, s) for n, s in confirms.items()}
+        unheld = self.sharpen(confirms, bisectors)
         self.open = [n for n, s in confirms.items() if s.likeness == Likeness.BAD]
         done = {}
         for name, b in bisectors.items():
@@ -93,9 +92,9 @@ class Group:
             if step.likeness == Likeness.SKIPPED:
                 done[name] = b.finish(Outcome.FAILED, (), step.reason or "the regime failed")
             elif step.likeness != Likeness.BAD:
-                done[name] = b.finish(Outcome.NO_REGRESSION, (), "")
+                done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, ""))
             else:
-                done[name] = b.run(Slowdown.of(step))
+                done[name] = b.run(Slowdown.of(step, self.settings.compare.threshold))
                 self.open.remove(name)
         return tuple(self.profiled(b, done[n]) for n, b in bisectors.items())
 
@@ -110,17 +109,16 @@ class Group:
         good, bad = self.line[0], self.line[-1]
         names = self.names = self.selected(good, bad)
         cs = self.settings.compare
-        return self.sharpened(
-            {
-                n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
-                for i, n in enumerate(names)
-            }
-        )
+        return {
+            n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
+            for i, n in enumerate(names)
+        }
 
-    def sharpened(self, confirms: dict[str, Step]) -> dict[str, Step]:
-        """Each regressed regime's ends measured again, pooled, until its slowdown's CI is
-        narrow against it (up to ``attempts`` x ``verify_factor`` comparisons): every
-        step is weighed against that slowdown, so a loose one would mislead them all."""
+    def sharpen(self, confirms: dict[str, Step], bisectors: dict[str, Searcher]) -> dict[str, str]:
+        """Measure each regressed regime's ends again, pooled, until its slowdown's CI is
+        narrow against it (up to ``attempts`` x ``verify_factor`` comparisons): every step
+        is weighed against that slowdown. ``confirms`` and the records are updated; the
+        notes of the regimes whose regression did not hold when measured again."""
         loose = [
             n
             for n, s in confirms.items()
@@ -128,21 +126,28 @@ class Group:
         ]
         cs, good, bad = self.settings.compare, self.line[0], self.line[-1]
         limit = self.settings.attempts * self.settings.verify_factor
+        unheld: dict[str, str] = {}
         for i, name in enumerate(loose):
             first = confirms[name]
             self.say(
-                f"confirm: {name} slowdown {pct(first.change)} [{pct(first.ci_low)}, "
-                f"{pct(first.ci_high)}] is loose: measuring GOOD and BAD again, pooled"
+                f"confirm: {name} slowdown {_interval(first)} is loose: measuring GOOD and "
+                "BAD again, pooled"
             )
+            # A resumed call starts the pair from the first confirmation's comparisons.
+            self.pairs.resume(StepKind.CONFIRM, good, bad, first.comparisons, loose[i:], cs)
             step = self.pairs.step(
                 StepKind.CONFIRM, good, bad, name, precise_judge, cs, loose[i:], limit
             )
-            # Still loose after every attempt: searched all the same, against the wider CI.
-            likeness = (
-                confirm_judge(_row_of(step)) if step.likeness == Likeness.UNKNOWN else step.likeness
-            )
-            confirms[name] = replace(step, likeness=likeness, seconds=first.seconds + step.seconds)
-        return confirms
+            if step.verdict == REGRESSED:  # still loose after every attempt: searched all
+                step = replace(step, likeness=Likeness.BAD, reason="")  # the same
+            else:
+                unheld[name] = (
+                    f"BAD vs GOOD read regressed at first ({_interval(first)}), but "
+                    f"{step.verdict} when measured again and pooled ({_interval(step)})"
+                )
+            confirms[name] = replace(step, seconds=first.seconds + step.seconds)
+            bisectors[name].restart(confirms[name])
+        return unheld
 
     def resumed_names(self) -> list[str]:
         """The regimes an earlier run of this call selected, when every one of them still
@@ -188,8 +193,9 @@ class Group:
         # The regime's own record, whichever call wrote it: its steps are reused.
         prior = None if self.settings.fresh else load_bisection(self.config.state_dir, bid)
         if prior is not None and prior.settings.get("judge") != JUDGE:
-            self.say(f"{name}: the stored bisection judged its steps otherwise: judging anew")
-            prior = None
+            self.say(
+                f"{name}: the stored bisection judged its steps by an earlier rule: judging them anew from their stored comparisons"
+            )
         cpus = list(self.settings.compare.schedule.affinity)
         if prior is not None and list(prior.settings.get("affinity") or ()) != cpus:
             cpus = []  # its reused steps were placed otherwise: no one placement to name
@@ -243,17 +249,8 @@ class Group:
         return b.record
 
 
-def _row_of(step: Step) -> RegimeComparison:
-    """The verdict and change a step kept, as a row its judges can read."""
-    assert step.verdict is not None
-    return RegimeComparison(
-        name="",
-        family="",
-        verdict=step.verdict,
-        change=step.change,
-        ci_low=step.ci_low,
-        ci_high=step.ci_high,
-    )
+def _interval(step: Step) -> str:
+    return f"{pct(step.change)} [{pct(step.ci_low)}, {pct(step.ci_high)}]"
 
 
 def bisect(

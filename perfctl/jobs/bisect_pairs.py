@@ -131,15 +131,16 @@ class Pairs:
         names: Sequence[str],
         cs: CompareSettings,
     ) -> None:
-        """Start a pair not yet measured in this call from a reused step's stored
-        comparisons (one no longer in the store, or measured unlike ``cs``, is left out)."""
+        """Add a reused step's stored comparisons to the pair, those it does not hold yet
+        (one no longer in the store, or measured unlike ``cs``, is left out)."""
         from perfctl.errors import StoreError
         from perfctl.store.local import open_store
 
-        key = _key(kind, base, commit)
-        if key in self.pairs or not ids:
+        pair = self.pairs.setdefault(_key(kind, base, commit), Pair())
+        held = {cid for got in pair.ids.values() for cid in got}
+        ids = [cid for cid in ids if cid not in held]
+        if not ids:
             return
-        pair = self.pairs[key] = Pair()
         store = open_store(self.config.state_dir, self.config.store_url)
         for cid in ids:
             try:

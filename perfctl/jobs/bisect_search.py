@@ -15,6 +15,7 @@ from perfctl.jobs.bisect_pairs import Judge, Pairs, verify_judge
 from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
 from perfctl.model import RefInfo
 from perfctl.stats.bisection import (
+    JUDGE,
     ODDS,
     SECOND_LOOK_ODDS,
     Bisection,
@@ -66,6 +67,9 @@ class Searcher:
 
     def __init__(self, group: Call, record: Bisection, prior: Bisection | None) -> None:
         self.group, self.record, self.prior_record = group, record, prior
+        # A record judged by another rule (before JUDGE): its comparisons are reused, but
+        # each step is judged anew from them.
+        self.rejudge = prior is not None and prior.settings.get("judge") != JUDGE
         # Each pair's stored steps in the order measured: a commit's first look, then
         # its second look, are handed out in that order on a resume.
         self.prior: dict[tuple[str, str, str], list[Step]] = {}
@@ -166,12 +170,21 @@ class Searcher:
         name = self.record.regime
         names = [name] if alone else self.group.open_names(name)
         if reused is not None:
-            self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
             # A later look at this pair (its second look) pools with these comparisons,
             # as it would have without the interruption.
             self.group.pairs.resume(kind, base, commit, reused.comparisons, names, cs)
-            return self.add(reused)
-        return self.add(self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts))
+            if not self.rejudge:
+                self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
+                return self.add(reused)
+        step = self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts)
+        if reused is not None:  # judged anew: its first measuring time still counts
+            step = replace(step, seconds=round(step.seconds + reused.seconds, 2))
+        return self.add(step)
+
+    def restart(self, confirm: Step) -> None:
+        """Start the record again from a confirm step measured further (and save it)."""
+        self.record = replace(self.record, steps=(confirm,))
+        self.save()
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""

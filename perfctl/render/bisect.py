@@ -92,7 +92,7 @@ def headline(b: Bisection) -> list[str]:
             first = f"not bisected: cannot tell whether BAD is slower than GOOD ({verdict})"
         else:
             first = f"no regression between GOOD and BAD to bisect ({verdict})"
-        return [first, total, *span_lines]
+        return [first, total, *span_lines, *([b.note] if b.note else [])]
     if b.outcome == Outcome.FAILED:
         return [f"cannot bisect: {b.note}", total, *span_lines]
     lines = [total, *span_lines]
