@@ -25,6 +25,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -169,9 +170,11 @@ def bisect_once(sim: Sim, rule: str, attempts: int = 3) -> tuple[str, int, int]:
     """One bisection, as perfctl.jobs.bisect runs it; (outcome, measured steps, rounds)."""
     n = sim.line.n
     new = rule == "odds"
-    _, row = sim.step("confirm", 0, n, confirm_judge, attempts, sim.rounds)
-    if row.verdict == REGRESSED and new:
-        _, row = sim.step("confirm", 0, n, precise_judge, attempts * 2, sim.rounds)
+    first = partial(confirm_judge, band=0.02)  # compare's default band
+    found, row = sim.step("confirm", 0, n, first if new else confirm_judge, attempts, sim.rounds)
+    if new and (found == U or (found == B and not _slowdown(row).precise)):
+        sharp = partial(precise_judge, band=0.02)
+        _, row = sim.step("confirm", 0, n, sharp, attempts * 2, sim.rounds)
     if row.verdict != REGRESSED:
         return "not bisected", 0, sim.total_rounds
     total = _slowdown(row)

@@ -170,6 +170,9 @@ def test_the_confirm_judges_measure_again_until_clear_and_precise() -> None:
     assert cj(_row(0.05, 0.01, 0.09, "within noise")) == U
     assert cj(_row(0.05, -0.01, 0.11, "inconclusive")) == U
     assert cj(_row(0.0, -0.01, 0.01, "no change")) == G
+    # "No change detected, but +21% is not ruled out": for a bisection, measured again.
+    assert cj(_row(0.10, 0.0, 0.21, "no change"), band=0.02) == U
+    assert cj(_row(0.0, -0.03, 0.03, "no change"), band=0.02) == G  # no slowdown in sight
     assert cj(_row(0.12, 0.049, 0.197)) == B and pj(_row(0.12, 0.049, 0.197)) == U
     assert pj(_row(0.08, 0.06, 0.10)) == B
     assert pj(_row(0.0, -0.01, 0.01, "no change")) == G
@@ -397,7 +400,7 @@ def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
 def test_fake_a_record_judged_by_the_halfway_rule_is_judged_anew(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    speed = {i: 3.0 for i in range(6, 10)}
+    speed = {i: 3.0 for i in range(6, 10)} | {4: "build"}
     first = FakeCompare(line, speed)
     first.store = git_repo.path / ".perfctl"  # stored, as real comparisons are
     monkeypatch.setattr(bisect_pairs, "compare_refs", first)
@@ -422,6 +425,7 @@ def test_fake_a_record_judged_by_the_halfway_rule_is_judged_anew(
         "work: the stored bisection judged its steps by an earlier rule: judging them anew "
         "from their stored comparisons"
     ) in said
+    assert S in [s.likeness for s in record.steps]  # the commit that does not build
     assert fake.calls == []  # every step judged anew from what was stored: nothing measured
     assert again.settings["judge"] == "odds"
     assert [s.likeness for s in again.steps] == [s.likeness for s in record.steps]
@@ -494,6 +498,10 @@ def test_fake_a_slowdown_that_does_not_hold_when_measured_again_is_not_bisected(
     (confirm,) = record.of_kind(StepKind.CONFIRM)
     assert confirm.verdict != "regressed" and len(confirm.comparisons) == len(fake.calls)
     assert record.note in render_bisect.headline(record)
+    again = FakeCompare(line, {9: 1.1})
+    monkeypatch.setattr(bisect_pairs, "compare_refs", again)
+    (rerun,) = job.bisect(load_config(git_repo.path), line[0], line[-1], "work", settings)
+    assert again.calls == [] and rerun.note == record.note  # resumed, and still says why
 
 
 def test_fake_a_loose_slowdown_cut_short_is_measured_again_on_a_re_run(
@@ -520,6 +528,51 @@ def test_fake_a_loose_slowdown_cut_short_is_measured_again_on_a_re_run(
     assert "is loose: measuring GOOD and BAD again" in text
     assert fake2.calls[0] == (0, 9) and record.culprit is not None
     assert record.culprit.sha == line[6]
+
+
+def test_fake_unclear_ends_are_measured_again_until_the_regression_shows(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeCompare(line, {i: 1.1 for i in range(6, 10)})
+    fake.spread = {1: 0.1, 2: 0.1, 3: 0.1}  # a busy spell over the first three comparisons
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    said: list[object] = []
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(
+        load_config(git_repo.path), line[0], line[-1], "work", settings, said.append
+    )
+    text = "\n".join(map(str, said))
+    assert "confirm: work BAD vs GOOD +10.0% [+0.0%, +21.0%] is inconclusive: measuring" in text
+    (confirm,) = record.of_kind(StepKind.CONFIRM)
+    assert confirm.verdict == "regressed" and 3 < len(confirm.comparisons) <= 6
+    assert record.outcome == Outcome.CULPRIT and record.culprit is not None
+    assert record.culprit.sha == line[6]
+
+
+def test_fake_an_old_record_is_kept_whole_when_re_measuring_its_ends_is_cut_short(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 1.1 for i in range(6, 10)}
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, speed))
+    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
+    # As the halfway rule left it: no "judge", and a loose slowdown never measured again.
+    path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
+    old = json.loads(path.read_text())
+    del old["settings"]["judge"]
+    old["steps"][0].update(change=0.10, ci_low=0.038, ci_high=0.166)
+    path.write_text(json.dumps(old))
+    before = path.read_text()
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bisect_pairs, "compare_refs", ctrl_c)
+    said: list[object] = []
+    with pytest.raises(KeyboardInterrupt):
+        job.bisect(config, line[0], line[-1], "work", settings, said.append)
+    assert any("is loose: measuring GOOD and BAD again" in str(m) for m in said)
+    assert path.read_text() == before  # its steps are still there to judge anew
 
 
 def test_fake_unknown_culprit_gets_a_second_look_before_a_range(

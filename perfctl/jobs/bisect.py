@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 
 from perfctl.config import Config
 from perfctl.errors import RegimeFailed, UsageError
@@ -92,7 +93,10 @@ class Group:
             if step.likeness == Likeness.SKIPPED:
                 done[name] = b.finish(Outcome.FAILED, (), step.reason or "the regime failed")
             elif step.likeness != Likeness.BAD:
-                done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, ""))
+                prior = b.prior_record  # a re-run keeps the note of the run it resumes
+                held = prior is not None and prior.outcome == Outcome.NO_REGRESSION
+                kept = prior.note if prior is not None and held else ""
+                done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, kept))
             else:
                 done[name] = b.run(Slowdown.of(step, self.settings.compare.threshold))
                 self.open.remove(name)
@@ -109,43 +113,56 @@ class Group:
         good, bad = self.line[0], self.line[-1]
         names = self.names = self.selected(good, bad)
         cs = self.settings.compare
+        judge = partial(confirm_judge, band=cs.threshold)
         return {
-            n: self.pairs.step(StepKind.CONFIRM, good, bad, n, confirm_judge, cs, names[i:])
+            n: self.pairs.step(StepKind.CONFIRM, good, bad, n, judge, cs, names[i:])
             for i, n in enumerate(names)
         }
 
     def sharpen(self, confirms: dict[str, Step], bisectors: dict[str, Searcher]) -> dict[str, str]:
-        """Measure each regressed regime's ends again, pooled, until its slowdown's CI is
-        narrow against it (up to ``attempts`` x ``verify_factor`` comparisons): every step
-        is weighed against that slowdown. ``confirms`` and the records are updated; the
-        notes of the regimes whose regression did not hold when measured again."""
+        """Measure the ends again, pooled, up to ``attempts`` x ``verify_factor``
+        comparisons, for each regime whose slowdown is loose (every step is weighed against
+        it) or still unclear (``inconclusive``, ``within noise``): until it is regressed
+        and precise, or clearly not. ``confirms`` and the records are updated; the notes
+        of the regimes whose regression did not hold when measured again."""
+        cs, good, bad = self.settings.compare, self.line[0], self.line[-1]
+        limit = self.settings.attempts * self.settings.verify_factor
+        sharp = partial(precise_judge, band=cs.threshold)
         loose = [
             n
             for n, s in confirms.items()
-            if s.likeness == Likeness.BAD and not Slowdown.of(s).precise
+            if (
+                s.likeness == Likeness.UNKNOWN
+                or (s.likeness == Likeness.BAD and not Slowdown.of(s).precise)
+            )
+            and len(s.comparisons) < limit  # a resumed call's, measured again already
         ]
-        cs, good, bad = self.settings.compare, self.line[0], self.line[-1]
-        limit = self.settings.attempts * self.settings.verify_factor
         unheld: dict[str, str] = {}
         for i, name in enumerate(loose):
             first = confirms[name]
+            what, why = (
+                ("slowdown", "loose")
+                if first.likeness == Likeness.BAD
+                else (
+                    "BAD vs GOOD",
+                    str(first.verdict),
+                )
+            )
             self.say(
-                f"confirm: {name} slowdown {_interval(first)} is loose: measuring GOOD and "
-                "BAD again, pooled"
+                f"confirm: {name} {what} {_interval(first)} is {why}: measuring GOOD and BAD "
+                "again, pooled"
             )
             # A resumed call starts the pair from the first confirmation's comparisons.
             self.pairs.resume(StepKind.CONFIRM, good, bad, first.comparisons, loose[i:], cs)
-            step = self.pairs.step(
-                StepKind.CONFIRM, good, bad, name, precise_judge, cs, loose[i:], limit
-            )
+            step = self.pairs.step(StepKind.CONFIRM, good, bad, name, sharp, cs, loose[i:], limit)
             if step.verdict == REGRESSED:  # still loose after every attempt: searched all
                 step = replace(step, likeness=Likeness.BAD, reason="")  # the same
-            else:
+            elif first.likeness == Likeness.BAD:
                 unheld[name] = (
                     f"BAD vs GOOD read regressed at first ({_interval(first)}), but "
                     f"{step.verdict} when measured again and pooled ({_interval(step)})"
                 )
-            confirms[name] = replace(step, seconds=first.seconds + step.seconds)
+            confirms[name] = replace(step, seconds=round(first.seconds + step.seconds, 2))
             bisectors[name].restart(confirms[name])
         return unheld
 
@@ -220,7 +237,8 @@ class Group:
             group=self.id,
         )
         b = Searcher(self, record, prior)
-        b.save()
+        if prior is None:
+            b.save()  # a stored record stays as it is until this call has a step to add
         return b
 
     def profiled(self, b: Searcher, record: Bisection) -> Bisection:

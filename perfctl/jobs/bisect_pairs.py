@@ -10,6 +10,7 @@ measure, measured as one interleaved comparison) seeds the pair.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -269,11 +270,14 @@ def make_step(
     )
 
 
-def confirm_judge(row: RegimeComparison) -> Likeness:
-    """BAD vs GOOD: only a regression starts a search; ``inconclusive`` and ``within
-    noise`` (significant, but not yet clear of the band) are measured again."""
+def confirm_judge(row: RegimeComparison, band: float = math.inf) -> Likeness:
+    """BAD vs GOOD: only a regression starts a search; ``inconclusive``, ``within noise``
+    (significant, not yet clear of the band) and a ``no change`` whose estimate is a
+    slowdown beyond ``band`` (not significant yet) are measured again."""
     if row.verdict == REGRESSED:
         return Likeness.BAD
+    if row.verdict == NO_CHANGE and row.change is not None and row.change > band:
+        return Likeness.UNKNOWN
     if row.verdict in (IMPROVED, NO_CHANGE):
         return Likeness.GOOD
     if row.verdict in (FAILED, SKIPPED):
@@ -281,9 +285,9 @@ def confirm_judge(row: RegimeComparison) -> Likeness:
     return Likeness.UNKNOWN
 
 
-def precise_judge(row: RegimeComparison) -> Likeness:
+def precise_judge(row: RegimeComparison, band: float = math.inf) -> Likeness:
     """BAD vs GOOD measured again: done once the slowdown's CI is narrow against it."""
-    found = confirm_judge(row)
+    found = confirm_judge(row, band)
     if found != Likeness.BAD or row.change is None or row.ci_low is None or row.ci_high is None:
         return found
     precise = Slowdown(row.change, row.ci_low, row.ci_high).precise

@@ -173,7 +173,8 @@ class Searcher:
             # A later look at this pair (its second look) pools with these comparisons,
             # as it would have without the interruption.
             self.group.pairs.resume(kind, base, commit, reused.comparisons, names, cs)
-            if not self.rejudge:
+            # A skipped step (it did not build) has nothing to judge anew.
+            if not self.rejudge or reused.likeness == Likeness.SKIPPED:
                 self.group.say(f"{kind}: {commit.short} reused ({reused.likeness})")
                 return self.add(reused)
         step = self.group.pairs.step(kind, base, commit, name, judge, cs, names, attempts)
@@ -182,9 +183,11 @@ class Searcher:
         return self.add(step)
 
     def restart(self, confirm: Step) -> None:
-        """Start the record again from a confirm step measured further (and save it)."""
+        """Start the record again from a confirm step measured further (and save it,
+        unless it replaces a record judged by an earlier rule: its first step does)."""
         self.record = replace(self.record, steps=(confirm,))
-        self.save()
+        if not self.rejudge:
+            self.save()
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""

@@ -14,8 +14,8 @@ from perfctl.stats.bisection import Bisection, Outcome, Step, StepKind
 # What the rows are: GOOD vs BAD first, each step vs GOOD, the check vs the parent;
 # how a step was judged depends on the rule the record was made with (its "judge").
 _JUDGED = {
-    "odds": "99:1 likelier near that end than the other (19:1 on a second look), "
-    "on its side of half the slowdown",
+    "odds": "its CI below / above half the slowdown, or its figure 99:1 likelier near "
+    "that end than the other (19:1 on a second look)",
     "halfway": "its CI below / above half the slowdown",
 }
 
