@@ -30,7 +30,7 @@ from functools import partial
 import numpy as np
 
 from perfctl.jobs.bisect_pairs import confirm_judge, precise_judge
-from perfctl.model import FAILED, REGRESSED, RegimeComparison
+from perfctl.model import FAILED, REGRESSED, RegimeComparison, Verdict
 from perfctl.stats import bisection as rules
 from perfctl.stats import decision
 from perfctl.stats.bisection import Likeness, Slowdown
@@ -166,12 +166,19 @@ def odds_rule(total: Slowdown, second: bool) -> Callable[[RegimeComparison], Lik
     return lambda row: rules.classify(row, total, odds)
 
 
+def old_confirm(row: RegimeComparison) -> Likeness:
+    """The confirm before the odds rule: a regression, or measured again while unclear."""
+    if row.verdict == REGRESSED:
+        return B
+    return G if row.verdict in (Verdict.NO_CHANGE, Verdict.IMPROVED) else U
+
+
 def bisect_once(sim: Sim, rule: str, attempts: int = 3) -> tuple[str, int, int]:
     """One bisection, as perfctl.jobs.bisect runs it; (outcome, measured steps, rounds)."""
     n = sim.line.n
     new = rule == "odds"
     first = partial(confirm_judge, band=0.02)  # compare's default band
-    found, row = sim.step("confirm", 0, n, first if new else confirm_judge, attempts, sim.rounds)
+    found, row = sim.step("confirm", 0, n, first if new else old_confirm, attempts, sim.rounds)
     if new and (found == U or (found == B and not _slowdown(row).precise)):
         sharp = partial(precise_judge, band=0.02)
         _, row = sim.step("confirm", 0, n, sharp, attempts * 2, sim.rounds)

@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -166,13 +167,18 @@ def test_a_slowdown_is_precise_when_its_ci_is_narrow_against_its_low_end() -> No
 
 
 def test_the_confirm_judges_measure_again_until_clear_and_precise() -> None:
-    cj, pj = bisect_pairs.confirm_judge, bisect_pairs.precise_judge
+    cj = partial(bisect_pairs.confirm_judge, band=0.02)
+    pj = partial(bisect_pairs.precise_judge, band=0.02)
     assert cj(_row(0.05, 0.01, 0.09, "within noise")) == U
     assert cj(_row(0.05, -0.01, 0.11, "inconclusive")) == U
     assert cj(_row(0.0, -0.01, 0.01, "no change")) == G
     # "No change detected, but +21% is not ruled out": for a bisection, measured again.
-    assert cj(_row(0.10, 0.0, 0.21, "no change"), band=0.02) == U
-    assert cj(_row(0.0, -0.03, 0.03, "no change"), band=0.02) == G  # no slowdown in sight
+    assert cj(_row(0.10, 0.0, 0.21, "no change")) == U
+    assert cj(_row(0.0, -0.03, 0.03, "no change")) == G  # no slowdown in sight
+    # Nothing beyond the band left possible: no more comparisons would find one.
+    assert cj(_row(0.01, 0.005, 0.015, "within noise")) == G
+    assert cj(_row(-0.05, -0.12, 0.01, "inconclusive")) == G
+    assert cj(_row(-0.05, -0.08, -0.03, "improved")) == G
     assert cj(_row(0.12, 0.049, 0.197)) == B and pj(_row(0.12, 0.049, 0.197)) == U
     assert pj(_row(0.08, 0.06, 0.10)) == B
     assert pj(_row(0.0, -0.01, 0.01, "no change")) == G
@@ -450,6 +456,11 @@ def test_fake_no_regression_measures_only_the_ends(
     assert headline(noisy)[0] == (
         "not bisected: cannot tell whether BAD is slower than GOOD (inconclusive)"
     )
+    # Still unclear after all its comparisons: "no change", but a slowdown not ruled out.
+    unclear = replace(record, steps=(replace(ends, likeness=U, change=0.1, ci_high=0.21),))
+    assert headline(unclear)[0] == (
+        "not bisected: cannot tell whether BAD is slower than GOOD (no change)"
+    )
 
 
 def test_fake_partial_slowdowns_give_a_range_not_a_culprit(
@@ -544,7 +555,10 @@ def test_fake_unclear_ends_are_measured_again_until_the_regression_shows(
         load_config(git_repo.path), line[0], line[-1], "work", settings, said.append
     )
     text = "\n".join(map(str, said))
-    assert "confirm: work BAD vs GOOD +10.0% [+0.0%, +21.0%] is inconclusive: measuring" in text
+    assert (
+        "confirm: work BAD vs GOOD +10.0% [+0.0%, +21.0%] is unclear (inconclusive): measuring"
+        in text
+    )
     (confirm,) = record.of_kind(StepKind.CONFIRM)
     assert confirm.verdict == "regressed" and 3 < len(confirm.comparisons) <= 6
     assert record.outcome == Outcome.CULPRIT and record.culprit is not None
@@ -575,6 +589,38 @@ def test_fake_an_old_record_is_kept_whole_when_re_measuring_its_ends_is_cut_shor
         job.bisect(config, line[0], line[-1], "work", settings, said.append)
     assert any("is loose: measuring GOOD and BAD again" in str(m) for m in said)
     assert path.read_text() == before  # its steps are still there to judge anew
+
+
+def test_fake_another_call_cut_short_keeps_the_stored_steps_and_resumes_them(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speed = {i: 1.1 for i in range(6, 10)}
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, speed))
+    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
+    path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
+    # Another call (another selection) on the same ends: its first reading is loose, and
+    # it is stopped while the ends are measured again.
+    fake = FakeCompare(line, speed)
+    fake.spread = {1: 0.03}
+
+    def ctrl_c_on_the_second(*args, **kw):
+        if len(fake.calls) == 1:
+            raise KeyboardInterrupt
+        return fake(*args, **kw)
+
+    monkeypatch.setattr(bisect_pairs, "compare_refs", ctrl_c_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        job.bisect(config, line[0], line[-1], "w*", settings)
+    kept = load_bisection(path.parent.parent, record.id)
+    assert kept is not None and kept.group != record.group  # now that call's record
+    assert kept.steps[1:] == record.steps[1:]  # with every step of the earlier one
+    again = FakeCompare(line, speed)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", again)
+    said: list[object] = []
+    (resumed,) = job.bisect(config, line[0], line[-1], "w*", settings, said.append)
+    assert "confirm: work reused (like bad)" in said  # that call's selection, resumed
+    assert resumed.culprit == record.culprit
 
 
 def test_fake_unknown_culprit_gets_a_second_look_before_a_range(

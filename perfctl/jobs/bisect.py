@@ -70,6 +70,7 @@ class Group:
         self.pairs = Pairs(config, settings.attempts, settings.fresh, say, settings.measure)
         self.open: list[str] = []  # regimes whose search has not finished, in order
         self.names: list[str] = []  # every selected regime
+        self.resumed = False
 
     def open_names(self, name: str) -> list[str]:
         """The regimes a new comparison measures: ``name`` and every later open one."""
@@ -94,7 +95,8 @@ class Group:
                 done[name] = b.finish(Outcome.FAILED, (), step.reason or "the regime failed")
             elif step.likeness != Likeness.BAD:
                 prior = b.prior_record  # a re-run keeps the note of the run it resumes
-                held = prior is not None and prior.outcome == Outcome.NO_REGRESSION
+                held = self.resumed and prior is not None
+                held = held and prior is not None and prior.outcome == Outcome.NO_REGRESSION
                 kept = prior.note if prior is not None and held else ""
                 done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, kept))
             else:
@@ -105,6 +107,7 @@ class Group:
     def confirm(self) -> dict[str, Step]:
         """BAD vs GOOD for every selected regime (from the stored records when resumed)."""
         self.names = self.resumed_names()
+        self.resumed = bool(self.names)  # the confirm steps are this call's own, resumed
         if self.names:
             for name in self.names:
                 step = self.prior[name].of_kind(StepKind.CONFIRM)[0]
@@ -140,14 +143,9 @@ class Group:
         unheld: dict[str, str] = {}
         for i, name in enumerate(loose):
             first = confirms[name]
-            what, why = (
-                ("slowdown", "loose")
-                if first.likeness == Likeness.BAD
-                else (
-                    "BAD vs GOOD",
-                    str(first.verdict),
-                )
-            )
+            loose_one = first.likeness == Likeness.BAD
+            what = "slowdown" if loose_one else "BAD vs GOOD"
+            why = "loose" if loose_one else f"unclear ({first.verdict})"
             self.say(
                 f"confirm: {name} {what} {_interval(first)} is {why}: measuring GOOD and BAD "
                 "again, pooled"
@@ -237,8 +235,7 @@ class Group:
             group=self.id,
         )
         b = Searcher(self, record, prior)
-        if prior is None:
-            b.save()  # a stored record stays as it is until this call has a step to add
+        b.keep()
         return b
 
     def profiled(self, b: Searcher, record: Bisection) -> Bisection:

@@ -10,7 +10,6 @@ measure, measured as one interleaved comparison) seeds the pair.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -270,22 +269,22 @@ def make_step(
     )
 
 
-def confirm_judge(row: RegimeComparison, band: float = math.inf) -> Likeness:
-    """BAD vs GOOD: only a regression starts a search; ``inconclusive``, ``within noise``
-    (significant, not yet clear of the band) and a ``no change`` whose estimate is a
-    slowdown beyond ``band`` (not significant yet) are measured again."""
+def confirm_judge(row: RegimeComparison, band: float) -> Likeness:
+    """BAD vs GOOD: only a regression starts a search. Measured again (unknown): an
+    ``inconclusive`` or ``within noise`` verdict whose CI still reaches beyond ``band``
+    (the noise band), and a ``no change`` whose estimate is a slowdown beyond it."""
     if row.verdict == REGRESSED:
         return Likeness.BAD
-    if row.verdict == NO_CHANGE and row.change is not None and row.change > band:
-        return Likeness.UNKNOWN
-    if row.verdict in (IMPROVED, NO_CHANGE):
-        return Likeness.GOOD
     if row.verdict in (FAILED, SKIPPED):
         return Likeness.SKIPPED
-    return Likeness.UNKNOWN
+    if row.verdict == NO_CHANGE:
+        beyond = row.change is not None and row.change > band
+    else:  # no slowdown beyond the band left possible: nothing to wait for
+        beyond = row.verdict != IMPROVED and (row.ci_high is None or row.ci_high > band)
+    return Likeness.UNKNOWN if beyond else Likeness.GOOD
 
 
-def precise_judge(row: RegimeComparison, band: float = math.inf) -> Likeness:
+def precise_judge(row: RegimeComparison, band: float) -> Likeness:
     """BAD vs GOOD measured again: done once the slowdown's CI is narrow against it."""
     found = confirm_judge(row, band)
     if found != Likeness.BAD or row.change is None or row.ci_low is None or row.ci_high is None:

@@ -183,11 +183,21 @@ class Searcher:
         return self.add(step)
 
     def restart(self, confirm: Step) -> None:
-        """Start the record again from a confirm step measured further (and save it,
-        unless it replaces a record judged by an earlier rule: its first step does)."""
+        """Start the record again from a confirm step measured further (and keep it)."""
         self.record = replace(self.record, steps=(confirm,))
-        if not self.rejudge:
-            self.save()
+        self.keep()
+
+    def keep(self) -> None:
+        """Save the record as this call starts it, with the stored record's later steps
+        still in it until they are added again: a stop before then loses none of them.
+        A record judged by an earlier rule is left as it is until a step is judged."""
+        from perfctl.store.bisects import save_bisection
+
+        if self.rejudge:
+            return
+        later = self.prior_record.steps[1:] if self.prior_record else ()
+        whole = replace(self.record, steps=(*self.record.steps, *later))
+        save_bisection(self.group.config.state_dir, whole)
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""

@@ -9,7 +9,7 @@ from typing import Any
 from perfctl.model import Verdict, to_dict
 from perfctl.render.escape import escape_plain, md_escape
 from perfctl.render.tables import esc, fmt_pct
-from perfctl.stats.bisection import Bisection, Outcome, Step, StepKind
+from perfctl.stats.bisection import Bisection, Likeness, Outcome, Step, StepKind
 
 # What the rows are: GOOD vs BAD first, each step vs GOOD, the check vs the parent;
 # how a step was judged depends on the rule the record was made with (its "judge").
@@ -86,9 +86,10 @@ def headline(b: Bisection) -> list[str]:
     span_lines = [span, *_placement(b)]
     if b.outcome == Outcome.NO_REGRESSION:
         verdict = confirm.verdict if confirm else "?"
-        if verdict == Verdict.INCONCLUSIVE:
+        unclear = confirm is not None and confirm.likeness == Likeness.UNKNOWN
+        if verdict == Verdict.INCONCLUSIVE or unclear:
             # Not a finding of "no regression": the ends could not be told apart (too
-            # noisy here, even after --attempts comparisons).
+            # noisy here, even after all the comparisons of the ends).
             first = f"not bisected: cannot tell whether BAD is slower than GOOD ({verdict})"
         else:
             first = f"no regression between GOOD and BAD to bisect ({verdict})"
