@@ -768,8 +768,11 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
     assert out.returncode == 0, out.stderr
     assert "phase 1: measuring phase-0 → phase-1" in out.stderr
     text = (git_repo.path / "PLAN.md").read_text("utf-8")
-    # 5x less work: improved, and past -50% whatever the noise.
-    assert re.search(r"-50% → -\d+\.\d\d% ✅ met; 10x → \d+\.\d\dx ❌ missed \| improved \|", text)
+    # 5x less work: improved, and past -50% whatever the noise. (Seen once not to match
+    # under load 5 on a fresh clone, 26 November; the phase's block says why next time.)
+    assert re.search(
+        r"-50% → -\d+\.\d\d% ✅ met; 10x → \d+\.\d\dx ❌ missed \| improved \|", text
+    ), _block(text, "phase-1")
     stored = [
         json.loads(p.read_text("utf-8"))
         for p in (git_repo.path / ".perfctl" / "comparisons").glob("*.json")
