@@ -565,15 +565,21 @@ def test_fake_unclear_ends_are_measured_again_until_the_regression_shows(
     assert record.culprit.sha == line[6]
 
 
+def _first_bisection(git_repo: GitRepo, line: list[str], speed, monkeypatch) -> tuple:
+    """A finished bisection of ``line`` at ``speed``: config, settings, record, its file."""
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, speed))
+    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
+    path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
+    return config, settings, record, path
+
+
 def test_fake_an_old_record_is_kept_whole_when_re_measuring_its_ends_is_cut_short(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     speed = {i: 1.1 for i in range(6, 10)}
-    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, speed))
-    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
-    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
+    config, settings, record, path = _first_bisection(git_repo, line, speed, monkeypatch)
     # As the halfway rule left it: no "judge", and a loose slowdown never measured again.
-    path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
     old = json.loads(path.read_text())
     del old["settings"]["judge"]
     old["steps"][0].update(change=0.10, ci_low=0.038, ci_high=0.166)
@@ -595,10 +601,7 @@ def test_fake_another_call_cut_short_keeps_the_stored_steps_and_resumes_them(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     speed = {i: 1.1 for i in range(6, 10)}
-    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, speed))
-    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
-    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
-    path = git_repo.path / ".perfctl" / "bisects" / f"{record.id}.json"
+    config, settings, record, path = _first_bisection(git_repo, line, speed, monkeypatch)
     # Another call (another selection) on the same ends: its first reading is loose, and
     # it is stopped while the ends are measured again.
     fake = FakeCompare(line, speed)

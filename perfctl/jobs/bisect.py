@@ -29,9 +29,10 @@ from perfctl.jobs.bisect_pairs import (
     select_names,
 )
 from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
-from perfctl.jobs.bisect_search import Searcher, pct
+from perfctl.jobs.bisect_search import Searcher
 from perfctl.jobs.compare import Progress, facts_once
 from perfctl.model import REGRESSED, RefInfo
+from perfctl.render.bisect import change_text
 from perfctl.stats.bisection import (
     JUDGE,
     Bisection,
@@ -94,10 +95,9 @@ class Group:
             if step.likeness == Likeness.SKIPPED:
                 done[name] = b.finish(Outcome.FAILED, (), step.reason or "the regime failed")
             elif step.likeness != Likeness.BAD:
-                prior = b.prior_record  # a re-run keeps the note of the run it resumes
-                held = self.resumed and prior is not None
-                held = held and prior is not None and prior.outcome == Outcome.NO_REGRESSION
-                kept = prior.note if prior is not None and held else ""
+                prior, kept = b.prior_record, ""  # a re-run keeps the note it resumes
+                if self.resumed and prior and prior.outcome == Outcome.NO_REGRESSION:
+                    kept = prior.note
                 done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, kept))
             else:
                 done[name] = b.run(Slowdown.of(step, self.settings.compare.threshold))
@@ -147,7 +147,7 @@ class Group:
             what = "slowdown" if loose_one else "BAD vs GOOD"
             why = "loose" if loose_one else f"unclear ({first.verdict})"
             self.say(
-                f"confirm: {name} {what} {_interval(first)} is {why}: measuring GOOD and BAD "
+                f"confirm: {name} {what} {change_text(first)} is {why}: measuring GOOD and BAD "
                 "again, pooled"
             )
             # A resumed call starts the pair from the first confirmation's comparisons.
@@ -157,8 +157,8 @@ class Group:
                 step = replace(step, likeness=Likeness.BAD, reason="")  # the same
             elif first.likeness == Likeness.BAD:
                 unheld[name] = (
-                    f"BAD vs GOOD read regressed at first ({_interval(first)}), but "
-                    f"{step.verdict} when measured again and pooled ({_interval(step)})"
+                    f"BAD vs GOOD read regressed at first ({change_text(first)}), but "
+                    f"{step.verdict} when measured again and pooled ({change_text(step)})"
                 )
             confirms[name] = replace(step, seconds=round(first.seconds + step.seconds, 2))
             bisectors[name].restart(confirms[name])
@@ -262,10 +262,6 @@ class Group:
         b.record = replace(record, profile=link)
         b.save()
         return b.record
-
-
-def _interval(step: Step) -> str:
-    return f"{pct(step.change)} [{pct(step.ci_low)}, {pct(step.ci_high)}]"
 
 
 def bisect(

@@ -14,6 +14,7 @@ from perfctl.config import Config
 from perfctl.jobs.bisect_pairs import Judge, Pairs, verify_judge
 from perfctl.jobs.compare import COMPARE_DEFAULT, CompareSettings, Progress
 from perfctl.model import RefInfo
+from perfctl.render.tables import fmt_pct
 from perfctl.stats.bisection import (
     JUDGE,
     ODDS,
@@ -125,7 +126,7 @@ class Searcher:
         if not holds:
             note = (
                 f"not verified: {self.line[lo].short} → {self.line[hi].short} changed "
-                f"{pct(check.change)}, not most of the slowdown ({pct(total.change)}); "
+                f"{fmt_pct(check.change)}, not most of the slowdown ({fmt_pct(total.change)}); "
                 "the candidates span the neighbouring steps"
             )
             lo, hi = widen(lo, hi, judged, len(self.line) - 1)
@@ -204,8 +205,3 @@ class Searcher:
         self.record = replace(self.record, steps=(*self.record.steps, step))
         self.save()
         return step
-
-
-def pct(x: float | None) -> str:
-    """A relative change as a signed percentage (— when unknown)."""
-    return "—" if x is None else f"{x * 100:+.1f}%"
