@@ -147,7 +147,9 @@ def _starts_processes(item: pytest.Item) -> bool:
 
 def _tier(item: pytest.Item) -> str:
     marks = {m.name for m in item.iter_markers()}
-    if marks & {"e2e", "slow"}:
+    # A gpu test measures a real device, and CuPy and PyTorch start helper processes
+    # when they load (the unit tier's guard would fail them, and "no GPU" would skip them).
+    if marks & {"e2e", "slow", "gpu"}:
         return "e2e"
     if marks & {"cli", "browser"}:  # headless Chromium is a real process too
         return "cli"

@@ -382,6 +382,23 @@ def per_op_and_metrics(defn: api.RegimeDef, kwargs: dict[str, Any]) -> tuple[flo
     return statistics.median(times) / defn.ops, metrics
 
 
+def test_gpu_marked_tests_are_in_the_e2e_tier() -> None:
+    """The unit tier forbids processes; CuPy and PyTorch start some as they load, so a
+    gpu test there read "no GPU" and skipped on a real device (seen on an H200)."""
+    import subprocess
+
+    def collected(marks: str) -> int:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p",
+             "no:cacheprovider", "-m", marks, __file__],
+            capture_output=True, text=True, cwd=Path(__file__).parents[1], check=False,
+        )  # fmt: skip
+        return sum(1 for line in proc.stdout.splitlines() if "::" in line)
+
+    assert collected("gpu and e2e") == 3
+    assert collected("gpu and not e2e") == 0
+
+
 @pytest.mark.gpu
 def test_gpu_regimes_on_a_real_device() -> None:
     reason = requirements.unmet(["gpu"])
