@@ -666,12 +666,13 @@ class StoringCompare(FakeCompare):
         return c
 
 
-@pytest.mark.parametrize("pinned_later", [False, True])
+@pytest.mark.parametrize("later", ["alike", "pinned", "moved"])
 def test_fake_a_second_look_resumed_pools_with_the_first_look(
-    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch, pinned_later: bool
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch, later: str
 ) -> None:
     """Resumed, the second look pools the first look's comparisons, unless the resumed
-    call measures otherwise (here pinned with --affinity): unlike processes never pool."""
+    call measures otherwise (here pinned with --affinity) or on another machine (a shared
+    store, another runner): unlike processes never pool."""
     speed = {i: 2.0 for i in range(6, 10)}
     unlucky = {(0, 6): [1.414, 1.414, 2.0, 2.0, 2.0, 2.0]}
     config = load_config(git_repo.path)
@@ -699,13 +700,19 @@ def test_fake_a_second_look_resumed_pools_with_the_first_look(
     rest = StoringCompare(line, speed, unlucky)
     rest.calls = cut.calls[:]  # the comparisons' ids and the lucky draws go on from there
     monkeypatch.setattr(bisect_pairs, "compare_refs", rest)
-    if pinned_later:
+    if later == "pinned":
         pinned = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, affinity=(0,)))
         settings = replace(settings, compare=pinned)
+    if later == "moved":  # every comparison so far was measured on another machine
+        from perfctl.store.local import open_store
+
+        store = open_store(config.state_dir)
+        for c in store.list_comparisons():
+            store.save_comparison(replace(c, machine=replace(c.machine, id="elsewhere")))
     (resumed,) = job.bisect(config, line[0], line[-1], ("work",), settings)
     again = [s for s in resumed.steps if s.kind == StepKind.STEP and s.commit.sha == line[6]]
     assert again[0].likeness == U
-    if pinned_later:  # the unpinned first look stays out of the pinned second one
+    if later != "alike":  # the first look stays out of the second one
         assert not set(again[0].comparisons) & set(again[1].comparisons)
         return
     assert again[1].likeness == B

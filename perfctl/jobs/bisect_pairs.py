@@ -147,7 +147,7 @@ class Pairs:
                 c = store.load_comparison(cid)
             except StoreError:
                 continue
-            if measured_alike(c, cs):  # a second look pools only processes alike
+            if self._poolable(c, cs):  # a second look pools only processes alike, from here
                 pair.add(c, names, measured_only=True)
 
     def pair(
@@ -205,7 +205,6 @@ class Pairs:
     ) -> Comparison | None:
         """A stored comparison of exactly these commits, measured here the same way
         (the same signal, clock, pairing and placement as ``cs``)."""
-        from perfctl.measure.machine import fingerprint
         from perfctl.store.local import open_store
 
         if self.fresh:
@@ -213,15 +212,20 @@ class Pairs:
         c = open_store(self.config.state_dir, self.config.store_url).find_comparison(
             base.sha, commit.sha
         )
-        if c is None or c.settings.get("from_store") or c.settings.get("merged_from"):
-            return None  # recomputed or merged: its runs were not interleaved as one
+        return c if c is not None and self._poolable(c, cs) else None
+
+    def _poolable(self, c: Comparison, cs: CompareSettings | None) -> bool:
+        """Whether ``c``'s processes may join this call's: interleaved as one, on this
+        machine, of this signal and measured alike (a shared store holds other runners')."""
+        from perfctl.measure.machine import fingerprint
+
+        if c.settings.get("from_store") or c.settings.get("merged_from"):
+            return False  # recomputed or merged: its runs were not interleaved as one
         if c.settings.get("measure", "time") != self.measure_kind:
-            return None  # another signal: instructions are no evidence about time
+            return False  # another signal: instructions are no evidence about time
         if cs is not None and not measured_alike(c, cs):
-            return None
-        if c.machine.id != fingerprint().id:
-            return None
-        return c
+            return False
+        return c.machine.id == fingerprint().id
 
 
 def measured_alike(c: Comparison, cs: CompareSettings) -> bool:
