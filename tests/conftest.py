@@ -147,8 +147,8 @@ def _starts_processes(item: pytest.Item) -> bool:
 
 def _tier(item: pytest.Item) -> str:
     marks = {m.name for m in item.iter_markers()}
-    # A gpu test measures a real device, and CuPy and PyTorch start helper processes
-    # when they load (the unit tier's guard would fail them, and "no GPU" would skip them).
+    # A gpu test measures a real device, and the CUDA libraries may start processes as
+    # they load (on an H200 the unit tier's guard failed CuPy's probe: "no GPU", skipped).
     if marks & {"e2e", "slow", "gpu"}:
         return "e2e"
     if marks & {"cli", "browser"}:  # headless Chromium is a real process too
@@ -188,6 +188,11 @@ def _unit_tests_start_no_processes(
     """A unit test that starts anything but git fails: mark it `cli` (or `e2e`)."""
     if _tier(request.node) != "unit":
         return
+    from perfctl.measure import machine
+
+    # The machine fingerprint asks nvidia-smi, a process, where there is one: in a unit
+    # test this machine has no GPU (tests that want some patch gpus themselves).
+    monkeypatch.setattr(machine, "gpus", lambda: ())
     real = subprocess.Popen.__init__
 
     def guarded(self: subprocess.Popen[bytes], args: object, *a: object, **kw: object) -> None:

@@ -666,7 +666,7 @@ class StoringCompare(FakeCompare):
         return c
 
 
-@pytest.mark.parametrize("later", ["alike", "pinned", "moved"])
+@pytest.mark.parametrize("later", ["alike", "pinned", "moved", "merged"])
 def test_fake_a_second_look_resumed_pools_with_the_first_look(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch, later: str
 ) -> None:
@@ -703,17 +703,26 @@ def test_fake_a_second_look_resumed_pools_with_the_first_look(
     if later == "pinned":
         pinned = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, affinity=(0,)))
         settings = replace(settings, compare=pinned)
-    if later == "moved":  # every comparison so far was measured on another machine
+    if later in ("moved", "merged"):  # every comparison so far: another machine's, or merged
         from perfctl.store.local import open_store
 
         store = open_store(config.state_dir)
         for c in store.list_comparisons():
-            store.save_comparison(replace(c, machine=replace(c.machine, id="elsewhere")))
-    (resumed,) = job.bisect(config, line[0], line[-1], ("work",), settings)
+            if later == "moved":
+                c = replace(c, machine=replace(c.machine, id="elsewhere"))
+            else:
+                c = replace(c, settings={**c.settings, "merged_from": ["a", "b"]})
+            store.save_comparison(c)
+    said: list[str] = []
+    (resumed,) = job.bisect(config, line[0], line[-1], ("work",), settings, said.append)
     again = [s for s in resumed.steps if s.kind == StepKind.STEP and s.commit.sha == line[6]]
     assert again[0].likeness == U
-    if later != "alike":  # the first look stays out of the second one
+    if later != "alike":  # the first look stays out of the second one, and it is said
         assert not set(again[0].comparisons) & set(again[1].comparisons)
+        why = {"moved": "on another machine", "merged": "merged", "pinned": "otherwise"}[later]
+        left_out = [m for m in said if m.startswith("not pooling stored comparison")]
+        assert left_out and all(why in m for m in left_out), said
+        assert len(left_out) == len(set(left_out))  # each said once
         return
     assert again[1].likeness == B
     # The first look's comparisons are pooled into the second, as without the cut.

@@ -71,6 +71,7 @@ class Pairs:
     ) -> None:
         self.config, self.attempts, self.fresh, self.say = config, attempts, fresh, say
         self.measure_kind = measure
+        self.left_out: set[str] = set()  # stored comparisons said not to pool
         # Keyed by (verify?, base, commit): a verification measures anew with its own
         # rounds, even when its pair is a search step's (the culprit right after GOOD).
         self.pairs: dict[tuple[bool, str, str], Pair] = {}
@@ -88,7 +89,7 @@ class Pairs:
     ) -> Step:
         """``name``'s step for the pair: measured (with ``names``) until judged or out of
         attempts (``attempts``, else the bisection's)."""
-        pair = self.pair(base, commit, names, kind, cs)
+        pair = self.pair(base, commit, kind, cs, names)
         limit = attempts or self.attempts
         while not pair.broken and (
             name not in pair.rows
@@ -147,16 +148,20 @@ class Pairs:
                 c = store.load_comparison(cid)
             except StoreError:
                 continue
-            if self._poolable(c, cs):  # a second look pools only processes alike, from here
+            why = self._unpoolable(c, cs)  # a second look pools only processes alike
+            if not why:
                 pair.add(c, names, measured_only=True)
+            elif cid not in self.left_out:
+                self.left_out.add(cid)
+                self.say(f"not pooling stored comparison {cid}: {why}")
 
     def pair(
         self,
         base: RefInfo,
         commit: RefInfo,
+        kind: StepKind,
+        cs: CompareSettings,
         names: Sequence[str],
-        kind: StepKind = StepKind.STEP,
-        cs: CompareSettings | None = None,
     ) -> Pair:
         """The pair as measured so far (seeded from the store the first time, but a
         verification never: it asks for more rounds than any step measured)."""
@@ -200,9 +205,7 @@ class Pairs:
             key = _key(kind, base, commit)
             self.pairs.setdefault(key, Pair()).unbilled += time.monotonic() - started
 
-    def stored(
-        self, base: RefInfo, commit: RefInfo, cs: CompareSettings | None = None
-    ) -> Comparison | None:
+    def stored(self, base: RefInfo, commit: RefInfo, cs: CompareSettings) -> Comparison | None:
         """A stored comparison of exactly these commits, measured here the same way
         (the same signal, clock, pairing and placement as ``cs``)."""
         from perfctl.store.local import open_store
@@ -212,20 +215,25 @@ class Pairs:
         c = open_store(self.config.state_dir, self.config.store_url).find_comparison(
             base.sha, commit.sha
         )
-        return c if c is not None and self._poolable(c, cs) else None
+        return c if c is not None and not self._unpoolable(c, cs) else None
 
-    def _poolable(self, c: Comparison, cs: CompareSettings | None) -> bool:
-        """Whether ``c``'s processes may join this call's: interleaved as one, on this
-        machine, of this signal and measured alike (a shared store holds other runners')."""
+    def _unpoolable(self, c: Comparison, cs: CompareSettings) -> str:
+        """Why ``c``'s processes may not join this call's ("" when they may): they must be
+        interleaved as one, of this signal, measured alike and on a machine with this
+        one's fingerprint (a shared store holds other runners' comparisons too)."""
         from perfctl.measure.machine import fingerprint
 
         if c.settings.get("from_store") or c.settings.get("merged_from"):
-            return False  # recomputed or merged: its runs were not interleaved as one
+            return "recomputed or merged, not measured interleaved as one"
         if c.settings.get("measure", "time") != self.measure_kind:
-            return False  # another signal: instructions are no evidence about time
-        if cs is not None and not measured_alike(c, cs):
-            return False
-        return c.machine.id == fingerprint().id
+            # another signal: instructions are no evidence about time
+            return f"it measured {c.settings.get('measure', 'time')}"
+        if not measured_alike(c, cs):
+            return "measured otherwise (clock, pairing or --affinity)"
+        if c.machine.id != fingerprint().id:
+            host = f"{c.machine.hostname}, " if c.machine.hostname else ""
+            return f"measured on another machine ({host}id {c.machine.id})"
+        return ""
 
 
 def measured_alike(c: Comparison, cs: CompareSettings) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -45,6 +46,7 @@ def governor() -> str:
     return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unknown"
 
 
+@functools.cache  # every fingerprint asks; nvidia-smi takes ~0.1 s and GPUs stay put
 def gpus() -> tuple[str, ...]:
     """One line per NVIDIA device: name, driver and memory (empty without nvidia-smi)."""
     query = "name,driver_version,memory.total"

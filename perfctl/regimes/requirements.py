@@ -11,21 +11,47 @@ PLATFORMS = {"linux": "linux", "macos": "darwin", "darwin": "darwin", "windows":
 
 def gpu_reason() -> str | None:
     """None when a CUDA device is usable through CuPy or PyTorch, else why not."""
-    if importlib.util.find_spec("cupy") is not None:
-        try:
-            import cupy
+    reasons = []
+    for probe in (_cupy_reason, _torch_reason):  # in turn: PyTorch is slow to import
+        reason = probe()
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return "; ".join(r for r in reasons if r) or (
+        "no CUDA device library (install cupy or torch with CUDA support)"
+    )
 
-            if cupy.cuda.runtime.getDeviceCount() > 0:
-                return None
-        except Exception as exc:  # noqa: BLE001 - any CUDA failure means "no GPU"
-            return f"CuPy cannot use a CUDA device ({type(exc).__name__}: {exc})"
-    if importlib.util.find_spec("torch") is not None:
+
+_ABSENT = ""  # the library is not installed: no reason of its own
+# What a broken CUDA set-up raises: a missing shared library, a driver or runtime error
+# (CuPy's CUDARuntimeError and PyTorch's are RuntimeErrors). Anything else is a bug.
+_CUDA_ERRORS = (ImportError, OSError, RuntimeError)
+
+
+def _cupy_reason() -> str | None:
+    if not _importable("cupy"):
+        return _ABSENT
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "CuPy sees no CUDA device"
+    except _CUDA_ERRORS as exc:
+        return f"CuPy cannot use a CUDA device ({type(exc).__name__}: {exc})"
+
+
+def _torch_reason() -> str | None:
+    if not _importable("torch"):
+        return _ABSENT
+    try:
         import torch
 
         if torch.cuda.is_available():
             return None
-        return "PyTorch is installed but reports no CUDA device"
-    return "no CUDA device library (install cupy or torch with CUDA support)"
+    except _CUDA_ERRORS as exc:
+        return f"PyTorch cannot use a CUDA device ({type(exc).__name__}: {exc})"
+    return "PyTorch is installed but reports no CUDA device"
 
 
 def _importable(module: str) -> bool:
