@@ -3,7 +3,8 @@
 # where one makes a CuPy kernel slower (timed with CUDA events), a bisect that finds that
 # commit in a 16-commit line (device clock, with its py-spy differential), and the built-in
 # gpu family with its computed crossover. Run from the repository root on a machine with a
-# CUDA device and CuPy + PyTorch; perfctl installed (pip install -e .).
+# CUDA device and CuPy + PyTorch; perfctl installed with its test tools (pip install -e
+# '.[dev]'; the unit tier imports psycopg).
 # Figures go to $OUT (default /tmp/perfctl-gpu). Each step is bounded by `timeout`;
 # STEPS picks steps (default: all of "tests compare bisect page_apply device"). Exits 1
 # when a step failed or timed out, or a gpu test skipped (naming them), else 0.
