@@ -574,6 +574,30 @@ def _first_bisection(git_repo: GitRepo, line: list[str], speed, monkeypatch) -> 
     return config, settings, record, path
 
 
+def test_fake_steps_of_another_machine_are_reused_and_said(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared store holds other runners' records: their steps are reused (each was
+    measured interleaved on one machine), and the answer names every machine."""
+    from perfctl.measure.machine import fingerprint
+
+    speed = {i: 1.3 for i in range(6, 10)}
+    config, settings, record, path = _first_bisection(git_repo, line, speed, monkeypatch)
+    here = fingerprint()
+    assert record.settings["machines"] == {here.id: here.hostname}
+    assert not any("machines" in x for x in render_bisect.headline(record))
+    moved = json.loads(path.read_text())
+    moved["settings"]["machines"] = {"elsewhere": "runner-7"}
+    path.write_text(json.dumps(moved))
+    said: list[str] = []
+    (again,) = job.bisect(config, line[0], line[-1], "work", settings, said.append)
+    assert [s.likeness for s in again.steps] == [s.likeness for s in record.steps]
+    assert any("reusing steps measured on another machine: runner-7 (id elsewhere)" in m for m in said), said  # fmt: skip
+    assert again.settings["machines"] == {"elsewhere": "runner-7", here.id: here.hostname}
+    line_ = next(x for x in render_bisect.headline(again) if "machines" in x)
+    assert line_.startswith("steps measured on 2 machines: ") and "runner-7 (id elsewhere)" in line_
+
+
 def test_fake_an_old_record_is_kept_whole_when_re_measuring_its_ends_is_cut_short(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -214,6 +214,7 @@ class Group:
         cpus = list(self.settings.compare.schedule.affinity)
         if prior is not None and list(prior.settings.get("affinity") or ()) != cpus:
             cpus = []  # its reused steps were placed otherwise: no one placement to name
+        machines = self.machines(name, prior)
         record = Bisection(
             id=bid,
             created=prior.created if prior else utcnow(),
@@ -228,6 +229,7 @@ class Group:
                 "measure": self.settings.measure,
                 "judge": JUDGE,  # how its steps are judged (older records: "halfway")
                 "affinity": cpus,
+                "machines": machines,  # id → hostname of every machine that measured steps
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
                 "names": list(self.names),  # this call's selection, to resume it whole
@@ -237,6 +239,22 @@ class Group:
         b = Searcher(self, record, prior)
         b.keep()
         return b
+
+    def machines(self, name: str, prior: Bisection | None) -> dict[str, str]:
+        """This machine and those that measured the prior record's steps (a shared store
+        holds other runners' records), said when another machine's steps are reused."""
+        from perfctl.measure.machine import fingerprint
+
+        here = fingerprint()
+        before = dict(prior.settings.get("machines") or {}) if prior is not None else {}
+        others = {i: h for i, h in before.items() if i != here.id}
+        if others:
+            names = ", ".join(f"{h or 'a host'} (id {i})" for i, h in sorted(others.items()))
+            self.say(
+                f"{name}: reusing steps measured on another machine: {names}; each step was "
+                "measured interleaved on one machine, new ones are measured here"
+            )
+        return {**before, here.id: here.hostname}
 
     def profiled(self, b: Searcher, record: Bisection) -> Bisection:
         """The record with py-spy's differential of its answer's two ends (never fatal).

@@ -112,11 +112,16 @@ def headline(b: Bisection) -> list[str]:
 
 
 def _placement(b: Bisection) -> list[str]:
-    """Where this call's workers ran, when they were pinned."""
+    """Where this call's workers ran, when they were pinned, and the machines, when the
+    record's steps were measured on more than one."""
     from perfctl.render.notes import pinned_to
 
     placed = pinned_to(b.settings)
-    return [f"every worker pinned to {placed}"] if placed else []
+    machines = dict(b.settings.get("machines") or {})
+    many = sorted(f"{h or 'a host'} (id {i})" for i, h in machines.items())
+    return ([f"every worker pinned to {placed}"] if placed else []) + (
+        [f"steps measured on {len(many)} machines: {', '.join(many)}"] if len(many) > 1 else []
+    )
 
 
 def _signal(b: Bisection) -> str:
