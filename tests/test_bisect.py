@@ -577,25 +577,34 @@ def _first_bisection(git_repo: GitRepo, line: list[str], speed, monkeypatch) -> 
 def test_fake_steps_of_another_machine_are_reused_and_said(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A shared store holds other runners' records: their steps are reused (each was
-    measured interleaved on one machine), and the answer names every machine."""
+    """A record whose ends another machine measured (a copied or shared .perfctl) is
+    reused, since each step was measured interleaved on one machine; the call says so
+    (a Notice: it stays on screen) and the answer names every machine behind its steps."""
     from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
 
     speed = {i: 1.3 for i in range(6, 10)}
-    config, settings, record, path = _first_bisection(git_repo, line, speed, monkeypatch)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", StoringCompare(line, speed))
+    config, settings = load_config(git_repo.path), job.BisectSettings(compare=COMPARE_FAST)
+    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
     here = fingerprint()
     assert record.settings["machines"] == {here.id: here.hostname}
     assert not any("machines" in x for x in render_bisect.headline(record))
-    moved = json.loads(path.read_text())
-    moved["settings"]["machines"] = {"elsewhere": "runner-7"}
-    path.write_text(json.dumps(moved))
+    store, ends = open_store(config.state_dir), set(record.steps[0].comparisons)
+    for c in store.list_comparisons():
+        if c.id in ends:
+            store.save_comparison(replace(c, machine=replace(c.machine, id="elsewhere", hostname="runner-7")))  # fmt: skip
     said: list[str] = []
     (again,) = job.bisect(config, line[0], line[-1], "work", settings, said.append)
     assert [s.likeness for s in again.steps] == [s.likeness for s in record.steps]
-    assert any("reusing steps measured on another machine: runner-7 (id elsewhere)" in m for m in said), said  # fmt: skip
+    told = [m for m in said if "another machine fingerprint: runner-7 (id elsewhere)" in m]
+    assert len(told) == 1 and isinstance(told[0], Notice), said
     assert again.settings["machines"] == {"elsewhere": "runner-7", here.id: here.hostname}
     line_ = next(x for x in render_bisect.headline(again) if "machines" in x)
     assert line_.startswith("steps measured on 2 machines: ") and "runner-7 (id elsewhere)" in line_
+    # Measured here alone again (--fresh): only this machine is named.
+    (fresh,) = job.bisect(config, line[0], line[-1], "work", replace(settings, fresh=True))
+    assert fresh.settings["machines"] == {here.id: here.hostname}
 
 
 def test_fake_an_old_record_is_kept_whole_when_re_measuring_its_ends_is_cut_short(
@@ -745,7 +754,7 @@ def test_fake_a_second_look_resumed_pools_with_the_first_look(
         assert not set(again[0].comparisons) & set(again[1].comparisons)
         why = {"moved": "on another machine", "merged": "merged", "pinned": "otherwise"}[later]
         left_out = [m for m in said if m.startswith("not pooling stored comparison")]
-        assert left_out and all(why in m for m in left_out), said
+        assert left_out and all(why in m and isinstance(m, Notice) for m in left_out), said
         assert len(left_out) == len(set(left_out))  # each said once
         return
     assert again[1].likeness == B

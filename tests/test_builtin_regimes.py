@@ -431,9 +431,9 @@ def test_gpu_reason_tries_each_library_and_says_why(
     assert reason == expected if expected is None else (reason or "").startswith(expected)
 
 
-def test_gpu_reason_lets_an_unexpected_error_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only a broken CUDA set-up means "no GPU"; anything else (here the unit tier's own
-    guard, as on the H200) is a bug to see, not a skip."""
+def test_gpu_reason_names_an_unexpected_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a CUDA error (here the unit tier's own guard, as on the H200): the reason says
+    it was unexpected, and the regimes are skipped, never the probe failed."""
     import types
 
     def count() -> int:
@@ -442,16 +442,29 @@ def test_gpu_reason_lets_an_unexpected_error_through(monkeypatch: pytest.MonkeyP
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=count)))  # fmt: skip
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(requirements, "_importable", lambda m: m == "cupy")
-    with pytest.raises(AssertionError):
-        requirements.gpu_reason()
+    assert requirements.gpu_reason() == (
+        "CuPy probe failed unexpectedly (AssertionError: a unit test started '/sbin/ldconfig')"
+    )
+
+
+def test_nvidia_smi_lines_become_the_fingerprint_s_gpus() -> None:
+    from perfctl.measure import machine
+
+    out = ["NVIDIA H200, 580.159.04, 143771", "NVIDIA H100 80GB HBM3, 580.159.04, 81559"]
+    assert machine.gpu_lines(out) == (
+        "NVIDIA H200, driver 580.159.04, 143771 MiB",
+        "NVIDIA H100 80GB HBM3, driver 580.159.04, 81559 MiB",
+    )
 
 
 def _gpu_or_skip() -> None:
-    """Skip without a GPU; fail where nvidia-smi lists one that the libraries cannot use."""
+    """Skip without a GPU; fail where nvidia-smi lists one that CuPy or PyTorch, installed,
+    cannot use."""
     from perfctl.measure import machine
 
     reason = requirements.unmet(["gpu"])
-    if reason and machine.gpus():
+    installed = requirements.unmet(["cupy"]) is None or requirements.unmet(["torch"]) is None
+    if reason and installed and machine.gpus():
         pytest.fail(f"nvidia-smi lists {machine.gpus()}, but: {reason}")
     if reason:
         pytest.skip(reason)
@@ -506,10 +519,10 @@ def test_device_time_from_cuda_events_on_a_real_device(subjects: Any, backend: s
           f"wall {wall * 1e3:.3f} ms, {metrics.get('bandwidth_gb_s', 0):.1f} GB/s")  # fmt: skip
     # Two 16 MiB buffers fit an H100's 50 MB L2: a flushed L2 costs the kernel time.
     assert device["cold"] > device["warm"]
-    # The event pair times the copy: seconds (not ms), and not the host's launch gaps.
-    # Not "inside the host's wait" to 5%: on an H200, PyTorch's event-timed copy read 2%
-    # and 9% above the synchronised wall copy (CuPy's 1-3% below), cause not found yet.
-    assert 0.5 * wall < copy < 1.5 * wall
+    # The event pair times the copy, inside the host's wait for it. PyTorch's event-timed
+    # copy read 2% and 9% above the synchronised wall copy on an H200 (CuPy's 1-3% below),
+    # cause not found yet: for PyTorch only seconds (not ms) and no gross extra are held.
+    assert 0 < copy <= wall * (1.05 if backend == "CupyDevice" else 1.5)
     assert metrics["bandwidth_gb_s"] > 1.0
 
 

@@ -31,7 +31,7 @@ from perfctl.jobs.bisect_pairs import (
 from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
 from perfctl.jobs.bisect_search import Searcher
 from perfctl.jobs.compare import Progress, facts_once
-from perfctl.model import REGRESSED, RefInfo
+from perfctl.model import REGRESSED, Notice, RefInfo
 from perfctl.render.bisect import change_text
 from perfctl.stats.bisection import (
     JUDGE,
@@ -209,12 +209,15 @@ class Group:
         prior = None if self.settings.fresh else load_bisection(self.config.state_dir, bid)
         if prior is not None and prior.settings.get("judge") != JUDGE:
             self.say(
-                f"{name}: the stored bisection judged its steps by an earlier rule: judging them anew from their stored comparisons"
+                Notice(
+                    f"{name}: the stored bisection judged its steps by an earlier rule: judging them anew from their stored comparisons"
+                )
             )
+        elif prior is not None:
+            self.say_machines(name, prior)
         cpus = list(self.settings.compare.schedule.affinity)
         if prior is not None and list(prior.settings.get("affinity") or ()) != cpus:
             cpus = []  # its reused steps were placed otherwise: no one placement to name
-        machines = self.machines(name, prior)
         record = Bisection(
             id=bid,
             created=prior.created if prior else utcnow(),
@@ -229,7 +232,7 @@ class Group:
                 "measure": self.settings.measure,
                 "judge": JUDGE,  # how its steps are judged (older records: "halfway")
                 "affinity": cpus,
-                "machines": machines,  # id → hostname of every machine that measured steps
+                "machines": self.pairs.machines((confirm,)),  # id → hostname (Searcher.named)
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
                 "names": list(self.names),  # this call's selection, to resume it whole
@@ -240,21 +243,22 @@ class Group:
         b.keep()
         return b
 
-    def machines(self, name: str, prior: Bisection | None) -> dict[str, str]:
-        """This machine and those that measured the prior record's steps (a shared store
-        holds other runners' records), said when another machine's steps are reused."""
+    def say_machines(self, name: str, prior: Bisection) -> None:
+        """Say so when the stored record's steps, reused as they are, were measured on a
+        machine with another fingerprint (a copied or shared ``.perfctl``, or this host
+        since its kernel, governor, Python or GPU driver changed)."""
         from perfctl.measure.machine import fingerprint
 
-        here = fingerprint()
-        before = dict(prior.settings.get("machines") or {}) if prior is not None else {}
-        others = {i: h for i, h in before.items() if i != here.id}
+        here = fingerprint().id
+        others = {i: h for i, h in self.pairs.machines(prior.steps).items() if i != here}
         if others:
             names = ", ".join(f"{h or 'a host'} (id {i})" for i, h in sorted(others.items()))
             self.say(
-                f"{name}: reusing steps measured on another machine: {names}; each step was "
-                "measured interleaved on one machine, new ones are measured here"
+                Notice(
+                    f"{name}: reusing steps measured on another machine fingerprint: {names};"
+                    " each step was measured interleaved on one machine, new ones are measured here"
+                )
             )
-        return {**before, here.id: here.hostname}
 
     def profiled(self, b: Searcher, record: Bisection) -> Bisection:
         """The record with py-spy's differential of its answer's two ends (never fatal).

@@ -24,6 +24,7 @@ from perfctl.model import (
     REGRESSED,
     SKIPPED,
     Comparison,
+    Notice,
     RefInfo,
     RegimeComparison,
 )
@@ -72,6 +73,8 @@ class Pairs:
         self.config, self.attempts, self.fresh, self.say = config, attempts, fresh, say
         self.measure_kind = measure
         self.left_out: set[str] = set()  # stored comparisons said not to pool
+        # Which machine measured each comparison seen (id, hostname): a record names them.
+        self.machine_of: dict[str, tuple[str, str]] = {}
         # Keyed by (verify?, base, commit): a verification measures anew with its own
         # rounds, even when its pair is a search step's (the culprit right after GOOD).
         self.pairs: dict[tuple[bool, str, str], Pair] = {}
@@ -105,6 +108,7 @@ class Pairs:
             if isinstance(c, str):
                 pair.broken = c
                 break
+            self.note(c)
             pair.add(c, names)
             if name not in pair.rows:
                 raise UsageError(
@@ -121,6 +125,7 @@ class Pairs:
     def seed(self, base: RefInfo, commit: RefInfo, c: Comparison, names: Sequence[str]) -> None:
         """Start the pair from a comparison already in hand."""
         pair = self.pairs.setdefault(_key(StepKind.CONFIRM, base, commit), Pair())
+        self.note(c)
         pair.add(c, names)
 
     def resume(
@@ -148,12 +153,13 @@ class Pairs:
                 c = store.load_comparison(cid)
             except StoreError:
                 continue
+            self.note(c)
             why = self._unpoolable(c, cs)  # a second look pools only processes alike
             if not why:
                 pair.add(c, names, measured_only=True)
             elif cid not in self.left_out:
                 self.left_out.add(cid)
-                self.say(f"not pooling stored comparison {cid}: {why}")
+                self.say(Notice(f"not pooling stored comparison {cid}: {why}"))
 
     def pair(
         self,
@@ -173,6 +179,7 @@ class Pairs:
                 self.say(
                     f"reusing stored comparison {stored.id} of {base.short} and {commit.short}"
                 )
+                self.note(stored)
                 self.pairs[key].add(stored, names, measured_only=True)
         return self.pairs[key]
 
@@ -204,6 +211,27 @@ class Pairs:
         finally:  # billed to the pair, so the step that first uses it shows the time
             key = _key(kind, base, commit)
             self.pairs.setdefault(key, Pair()).unbilled += time.monotonic() - started
+
+    def note(self, c: Comparison) -> None:
+        """Remember which machine measured ``c``."""
+        self.machine_of[c.id] = (c.machine.id, c.machine.hostname)
+
+    def machines(self, steps: Sequence[Step]) -> dict[str, str]:
+        """The machines (id → hostname) that measured these steps' comparisons; those not
+        seen in this call are read from the store (one that is gone names none)."""
+        from perfctl.errors import StoreError
+        from perfctl.store.local import open_store
+
+        ids = [cid for s in steps for cid in s.comparisons]
+        unseen = [cid for cid in dict.fromkeys(ids) if cid not in self.machine_of]
+        if unseen:
+            store = open_store(self.config.state_dir, self.config.store_url)
+            for cid in unseen:
+                try:
+                    self.note(store.load_comparison(cid))
+                except StoreError:
+                    continue
+        return dict(self.machine_of[cid] for cid in ids if cid in self.machine_of)
 
     def stored(self, base: RefInfo, commit: RefInfo, cs: CompareSettings) -> Comparison | None:
         """A stored comparison of exactly these commits, measured here the same way

@@ -150,7 +150,13 @@ class Searcher:
         """Write the record as it stands (after every step)."""
         from perfctl.store.bisects import save_bisection
 
+        self.record = self.named(self.record)
         save_bisection(self.group.config.state_dir, self.record)
+
+    def named(self, record: Bisection) -> Bisection:
+        """``record`` with ``settings.machines``: every machine behind its steps' figures."""
+        machines = self.group.pairs.machines(record.steps)
+        return replace(record, settings={**record.settings, "machines": machines})
 
     def measure(
         self,
@@ -198,7 +204,7 @@ class Searcher:
             return
         later = self.prior_record.steps[1:] if self.prior_record else ()
         whole = replace(self.record, steps=(*self.record.steps, *later))
-        save_bisection(self.group.config.state_dir, whole)
+        save_bisection(self.group.config.state_dir, self.named(whole))
 
     def add(self, step: Step) -> Step:
         """Append a finished step to the record and save it."""

@@ -50,7 +50,11 @@ def governor() -> str:
 def gpus() -> tuple[str, ...]:
     """One line per NVIDIA device: name, driver and memory (empty without nvidia-smi)."""
     query = "name,driver_version,memory.total"
-    lines = _nvidia_smi(f"--query-gpu={query}", "--format=csv,noheader,nounits")
+    return gpu_lines(_nvidia_smi(f"--query-gpu={query}", "--format=csv,noheader,nounits"))
+
+
+def gpu_lines(lines: Iterable[str]) -> tuple[str, ...]:
+    """nvidia-smi's CSV rows (name, driver, MiB) as the fingerprint's lines."""
     out = []
     for line in lines:
         name, driver, mib = (part.strip() for part in (line.split(",") + ["", ""])[:3])

@@ -24,8 +24,16 @@ def gpu_reason() -> str | None:
 
 _ABSENT = ""  # the library is not installed: no reason of its own
 # What a broken CUDA set-up raises: a missing shared library, a driver or runtime error
-# (CuPy's CUDARuntimeError and PyTorch's are RuntimeErrors). Anything else is a bug.
+# (CuPy's CUDARuntimeError and PyTorch's are RuntimeErrors). Anything else is named as
+# unexpected, but still only skips the GPU regimes: the probe must not fail the CPU ones.
 _CUDA_ERRORS = (ImportError, OSError, RuntimeError)
+
+
+def _failed(library: str, exc: Exception) -> str:
+    how = (
+        "cannot use a CUDA device" if isinstance(exc, _CUDA_ERRORS) else "probe failed unexpectedly"
+    )
+    return f"{library} {how} ({type(exc).__name__}: {exc})"
 
 
 def _cupy_reason() -> str | None:
@@ -37,8 +45,8 @@ def _cupy_reason() -> str | None:
         if cupy.cuda.runtime.getDeviceCount() > 0:
             return None
         return "CuPy sees no CUDA device"
-    except _CUDA_ERRORS as exc:
-        return f"CuPy cannot use a CUDA device ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # noqa: BLE001 - said in the reason, never raised
+        return _failed("CuPy", exc)
 
 
 def _torch_reason() -> str | None:
@@ -49,8 +57,8 @@ def _torch_reason() -> str | None:
 
         if torch.cuda.is_available():
             return None
-    except _CUDA_ERRORS as exc:
-        return f"PyTorch cannot use a CUDA device ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # noqa: BLE001 - said in the reason, never raised
+        return _failed("PyTorch", exc)
     return "PyTorch is installed but reports no CUDA device"
 
 
