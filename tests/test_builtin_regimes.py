@@ -12,7 +12,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,14 @@ def opened(family: str, name: str) -> Iterator[loader.Instance]:
         yield instance
 
 
-def medians(family: str, *names: str, runs: int = 5) -> list[float]:
-    """Median seconds per run() of each regime, their runs interleaved so load hits all."""
+def medians(
+    family: str,
+    *names: str,
+    runs: int = 5,
+    stat: Callable[[list[float]], float] = statistics.median,
+) -> list[float]:
+    """Median (or ``stat``) seconds per run() of each regime, their runs interleaved so
+    load hits all."""
     with contextlib.ExitStack() as stack:
         runs_of = [stack.enter_context(opened(family, n)).run for n in names]
         for run in runs_of:
@@ -61,7 +67,7 @@ def medians(family: str, *names: str, runs: int = 5) -> list[float]:
                 t0 = time.perf_counter()
                 run()
                 out.append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in times]
+    return [stat(t) for t in times]
 
 
 def children() -> set[int]:
@@ -176,7 +182,9 @@ def test_warm_pooled_worker_beats_cold_start() -> None:
 
 def test_a_system_is_no_faster_than_its_floor() -> None:
     names = ("ipc.tiny_ping.floor[channel=pipe]", "ipc.tiny_ping[channel=pipe]")
-    floor, system = medians("ipc", *names, runs=7)
+    # The fastest run of each: other work only adds time, so the least-disturbed runs
+    # compare the work itself (medians of 7 read a floor 1.3x its system under load 3).
+    floor, system = medians("ipc", *names, runs=7, stat=min)
     assert floor < system * 1.5, (floor, system)
 
 
@@ -191,7 +199,8 @@ def test_a_bulk_transfer_is_no_faster_than_its_floor(
     family: str, floor_name: str, system_name: str
 ) -> None:
     # Both measured 0.5-0.6x their floors: the floors did more than the least work.
-    floor, system = medians(family, floor_name, system_name, runs=7)
+    # The fastest run of each, as above (a median read the 512k floor 1.3x under load).
+    floor, system = medians(family, floor_name, system_name, runs=7, stat=min)
     assert floor < system * 1.25, (floor, system)
 
 
