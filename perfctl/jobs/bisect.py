@@ -32,7 +32,7 @@ from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
 from perfctl.jobs.bisect_search import Searcher
 from perfctl.jobs.compare import Progress, facts_once
 from perfctl.model import REGRESSED, Notice, RefInfo
-from perfctl.render.bisect import change_text
+from perfctl.render.bisect import change_text, machine_list
 from perfctl.stats.bisection import (
     JUDGE,
     Bisection,
@@ -232,7 +232,6 @@ class Group:
                 "measure": self.settings.measure,
                 "judge": JUDGE,  # how its steps are judged (older records: "halfway")
                 "affinity": cpus,
-                "machines": self.pairs.machines((confirm,)),  # id → hostname (Searcher.named)
                 "regimes": list(self.globs),
                 "family": self.settings.compare.family,
                 "names": list(self.names),  # this call's selection, to resume it whole
@@ -247,15 +246,13 @@ class Group:
         """Say so when the stored record's steps, reused as they are, were measured on a
         machine with another fingerprint (a copied or shared ``.perfctl``, or this host
         since its kernel, governor, Python or GPU driver changed)."""
-        from perfctl.measure.machine import fingerprint
-
-        here = fingerprint().id
+        here = self.pairs.here
         others = {i: h for i, h in self.pairs.machines(prior.steps).items() if i != here}
         if others:
-            names = ", ".join(f"{h or 'a host'} (id {i})" for i, h in sorted(others.items()))
             self.say(
                 Notice(
-                    f"{name}: reusing steps measured on another machine fingerprint: {names};"
+                    f"{name}: reusing steps measured on another machine fingerprint: "
+                    f"{machine_list(others)};"
                     " each step was measured interleaved on one machine, new ones are measured here"
                 )
             )

@@ -10,6 +10,7 @@ measure, measured as one interleaved comparison) seeds the pair.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -212,6 +213,13 @@ class Pairs:
             key = _key(kind, base, commit)
             self.pairs.setdefault(key, Pair()).unbilled += time.monotonic() - started
 
+    @functools.cached_property
+    def here(self) -> str:
+        """This machine's fingerprint id (read once: a call runs on one machine)."""
+        from perfctl.measure.machine import fingerprint
+
+        return fingerprint().id
+
     def note(self, c: Comparison) -> None:
         """Remember which machine measured ``c``."""
         self.machine_of[c.id] = (c.machine.id, c.machine.hostname)
@@ -249,8 +257,6 @@ class Pairs:
         """Why ``c``'s processes may not join this call's ("" when they may): they must be
         interleaved as one, of this signal, measured alike and on a machine with this
         one's fingerprint (a shared store holds other runners' comparisons too)."""
-        from perfctl.measure.machine import fingerprint
-
         if c.settings.get("from_store") or c.settings.get("merged_from"):
             return "recomputed or merged, not measured interleaved as one"
         if c.settings.get("measure", "time") != self.measure_kind:
@@ -258,7 +264,7 @@ class Pairs:
             return f"it measured {c.settings.get('measure', 'time')}"
         if not measured_alike(c, cs):
             return "measured otherwise (clock, pairing or --affinity)"
-        if c.machine.id != fingerprint().id:
+        if c.machine.id != self.here:
             host = f"{c.machine.hostname}, " if c.machine.hostname else ""
             return f"measured on another machine ({host}id {c.machine.id})"
         return ""

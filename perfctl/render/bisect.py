@@ -118,10 +118,16 @@ def _placement(b: Bisection) -> list[str]:
 
     placed = pinned_to(b.settings)
     machines = dict(b.settings.get("machines") or {})
-    many = sorted(f"{h or 'a host'} (id {i})" for i, h in machines.items())
     return ([f"every worker pinned to {placed}"] if placed else []) + (
-        [f"steps measured on {len(many)} machines: {', '.join(many)}"] if len(many) > 1 else []
+        [f"steps measured on {len(machines)} machines: {machine_list(machines)}"]
+        if len(machines) > 1
+        else []
     )
+
+
+def machine_list(machines: dict[str, str]) -> str:
+    """Machines (id → hostname) as ``host (id …)``, by id."""
+    return ", ".join(f"{h or 'a host'} (id {i})" for i, h in sorted(machines.items()))
 
 
 def _signal(b: Bisection) -> str:
