@@ -38,6 +38,7 @@ from perfctl.stats.bisection import (
     Bisection,
     Likeness,
     Outcome,
+    ProfileLink,
     Slowdown,
     Step,
     StepKind,
@@ -258,29 +259,48 @@ class Group:
             )
 
     def profiled(self, b: Searcher, record: Bisection) -> Bisection:
-        """The record with py-spy's differential of its answer's two ends (never fatal).
+        """The record with the differentials of its answer's two ends (never fatal):
+        py-spy's, and with ``--measure instructions`` callgrind's.
 
-        A profile of the same ends from an earlier run is kept, with or without --profile.
+        A differential of the same ends from an earlier run is kept, with or without --profile.
         """
         if record.outcome not in (Outcome.CULPRIT, Outcome.RANGE) or not record.candidates:
             return record
-        before = self.line[self.line.index(record.candidates[0]) - 1]
-        after = record.candidates[-1]
-        done = b.prior_record.profile if b.prior_record else None
-        if done and not done.error and (done.before.sha, done.after.sha) == (before.sha, after.sha):
-            b.record = replace(record, profile=done)  # resumed: profiled already
-            b.save()
-            return b.record
-        if not self.settings.profile:
-            return record
-        self.say(f"profile: {record.regime} {before.short} → {after.short} (py-spy)")
-        from perfctl.jobs.bisect_profile import profile_ends
+        ends = (self.line[self.line.index(record.candidates[0]) - 1], record.candidates[-1])
+        kept = _kept_links(b.prior_record, ends)
+        done = replace(  # resumed: profiled already
+            record,
+            profile=kept.get("profile", record.profile),
+            callgrind=kept.get("callgrind", record.callgrind),
+        )
+        if self.settings.profile and "profile" not in kept:
+            self.say(f"profile: {record.regime} {ends[0].short} → {ends[1].short} (py-spy)")
+            from perfctl.jobs.bisect_profile import profile_ends
 
-        regimes = self.settings.compare.regimes
-        link = profile_ends(self.config, record.regime, before, after, regimes)
-        b.record = replace(record, profile=link)
-        b.save()
-        return b.record
+            link = profile_ends(self.config, record.regime, *ends, self.settings.compare.regimes)
+            b.record = done = replace(done, profile=link)
+            b.save()  # kept, whatever the next differential does
+        counted = self.settings.compare.schedule.measure == "instructions"
+        if self.settings.profile and counted and "callgrind" not in kept:
+            from perfctl.jobs.bisect_profile import callgrind_ends
+
+            link = callgrind_ends(self.config, done, ends, self.settings.compare, self.say)
+            done = replace(done, callgrind=link)
+        if done != b.record:
+            b.record = done
+            b.save()
+        return done
+
+
+def _kept_links(prior: Bisection | None, ends: tuple[RefInfo, RefInfo]) -> dict[str, ProfileLink]:
+    """The stored record's differentials of exactly these ends (not those that failed)."""
+    shas = (ends[0].sha, ends[1].sha)
+    links = {"profile": prior.profile, "callgrind": prior.callgrind} if prior else {}
+    return {
+        name: link
+        for name, link in links.items()
+        if link and not link.error and (link.before.sha, link.after.sha) == shas
+    }
 
 
 def bisect(

@@ -1,12 +1,21 @@
-"""``perfctl bisect --profile``: py-spy's differential of an answer's two ends."""
+"""``perfctl bisect --profile``: differentials of an answer's two ends.
+
+py-spy's always (:func:`profile_ends`); with ``--measure instructions`` also
+callgrind's (:func:`callgrind_ends`), read from a comparison that measured the two
+ends together: the bisection's own step of exactly those ends (the verification,
+as a rule), else one measured for it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from perfctl.config import Config
-from perfctl.model import RefInfo
-from perfctl.stats.bisection import ProfileLink
+from perfctl.jobs.compare import Progress
+from perfctl.jobs.settings import CompareSettings
+from perfctl.model import Comparison, RefInfo
+from perfctl.stats.bisection import Bisection, ProfileLink, StepKind
 
 
 def profile_ends(
@@ -35,3 +44,84 @@ def profile_ends(
 
 def _signed_us(seconds: float) -> str:
     return f"{seconds * 1e6:+.2f} µs"
+
+
+# The callgrind link's files: ProfileLink key → RegimeComparison.artifacts key.
+_CALLGRIND_FILES = {
+    "diff_svg": "instructions_diff_flamegraph",
+    "diff_reverse_svg": "instructions_diff_flamegraph_reverse",
+    "functions_json": "instructions_functions",
+}
+
+
+def callgrind_ends(
+    config: Config,
+    record: Bisection,
+    ends: tuple[RefInfo, RefInfo],
+    cs: CompareSettings,
+    say: Progress,
+) -> ProfileLink:
+    """callgrind's differential of ``ends`` (before, after), never fatal: from the
+    record's newest step of exactly those ends, else from a comparison measured now."""
+    from perfctl.errors import PerfctlError
+    from perfctl.jobs.compare import compare_refs
+
+    before, after = ends
+    found = _from_steps(config, record, before, after)
+    if found is not None:
+        say(f"profile: {record.regime} {before.short} → {after.short} (callgrind, {found.source})")
+        return found
+    say(f"profile: {record.regime} {before.short} → {after.short} (callgrind, measured together)")
+    try:
+        c = compare_refs(
+            config, before.sha, after.sha, regimes=[record.regime], settings=cs, progress=say
+        )
+    except PerfctlError as exc:
+        return ProfileLink(before, after, error=exc.message)
+    link = _link(config, c, record.regime, ends, "measured for this profile")
+    why = "its regime did not run under callgrind on both ends"
+    return link or ProfileLink(before, after, error=f"no instructions diff in {c.id}: {why}")
+
+
+def _from_steps(
+    config: Config, record: Bisection, before: RefInfo, after: RefInfo
+) -> ProfileLink | None:
+    """The link from the newest stored comparison of a step of exactly these ends."""
+    from perfctl.errors import StoreError
+    from perfctl.store.local import open_store
+
+    steps = [s for s in record.steps if (s.base.sha, s.commit.sha) == (before.sha, after.sha)]
+    steps.sort(key=lambda s: s.kind != StepKind.VERIFY)  # the verification first
+    store = open_store(config.state_dir, config.store_url)
+    for step in steps:
+        for cid in reversed(step.comparisons):
+            try:
+                c = store.load_comparison(cid)
+            except StoreError:
+                continue  # removed since: the next one, or measure anew
+            if link := _link(config, c, record.regime, (before, after), f"the {step.kind} step"):
+                return link
+    return None
+
+
+def _link(
+    config: Config, c: Comparison, regime: str, ends: tuple[RefInfo, RefInfo], whose: str
+) -> ProfileLink | None:
+    """The diff ``c`` linked for ``regime`` as a link, or None when it has none."""
+    from perfctl.profile.instruction_records import count, format_moves, load_diff
+
+    row = next((r for r in c.regimes if r.name == regime), None)
+    if row is None or _CALLGRIND_FILES["functions_json"] not in row.artifacts:
+        return None
+    files = {
+        k: str(config.root / row.artifacts[a])  # stays as it is when stored absolute
+        for k, a in _CALLGRIND_FILES.items()
+        if a in row.artifacts
+    }
+    try:
+        d = load_diff(Path(files["functions_json"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # moved or damaged since: no view from this comparison
+    total = f"in all: {count(d.before_total)} → {count(d.after_total)}"
+    source = f"comparison {c.id} ({whose}: both ends measured together)"
+    return ProfileLink(*ends, files, (total, *format_moves(d)), source=source)

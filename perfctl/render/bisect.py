@@ -9,7 +9,7 @@ from typing import Any
 from perfctl.model import Verdict, to_dict
 from perfctl.render.escape import escape_plain, md_escape
 from perfctl.render.tables import esc, fmt_pct
-from perfctl.stats.bisection import Bisection, Likeness, Outcome, Step, StepKind
+from perfctl.stats.bisection import Bisection, Likeness, Outcome, ProfileLink, Step, StepKind
 
 # What the rows are: GOOD vs BAD first, each step vs GOOD, the check vs the parent;
 # how a step was judged depends on the rule the record was made with (its "judge").
@@ -138,17 +138,24 @@ def _signal(b: Bisection) -> str:
 
 
 def profile_lines(b: Bisection) -> list[str]:
-    """``--profile``: where py-spy saw the time move, and the differential's files."""
-    p = b.profile
-    if p is None:
-        return []
+    """``--profile``: where py-spy saw the time move (and, counting instructions, where
+    callgrind saw them move), and the differentials' files."""
+    out = []
+    if b.profile is not None:
+        out += _link_lines(b.profile, "py-spy differential", "profiled time, not a measurement")
+    if b.callgrind is not None:
+        what = f"self instructions/op, from {b.callgrind.source}"
+        out += _link_lines(b.callgrind, "callgrind differential", what)
+    return out
+
+
+def _link_lines(p: ProfileLink, title: str, what: str) -> list[str]:
     ends = f"{p.before.short} → {p.after.short}"
     if p.error:
-        return [f"no profile of {ends}: {p.error}"]
-    lines = [f"py-spy differential {ends} (profiled time, not a measurement):"]
+        return [f"no {title} of {ends}: {p.error}"]
+    lines = [f"{title} {ends} ({what}):"]
     lines += [f"  {m}" for m in p.movers] or ["  no function moved by more than 1%"]
-    files = p.files
-    lines += [f"  {label}: {files[k]}" for k, label in _PROFILE_FILES if k in files]
+    lines += [f"  {label}: {p.files[k]}" for k, label in _PROFILE_FILES if k in p.files]
     return lines
 
 
@@ -156,6 +163,7 @@ _PROFILE_FILES = (
     ("diff_svg", "diff flame graph"),
     ("diff_reverse_svg", "reverse view"),
     ("diff_json", "diff data"),
+    ("functions_json", "function table"),
 )
 
 
@@ -189,8 +197,14 @@ def format_bisect_table(b: Bisection) -> Any:
     for cells in rows(b):
         table.add_row(*(esc(c) for c in cells))
     tail = [*_legend(b), *skipped_lines(b), f"total time: {b.seconds:.0f} s"]
-    lines = [Text(escape_plain(x, limit=400)) for x in headline(b)]
+    lines = [Text(_indented(x)) for x in headline(b)]
     return Group(*lines, table, *(Text(escape_plain(x, limit=400)) for x in tail))
+
+
+def _indented(line: str) -> str:
+    """One headline line made plain, its indent kept (a differential's lines are indented)."""
+    body = line.lstrip(" ")
+    return " " * (len(line) - len(body)) + escape_plain(body, limit=400)
 
 
 def format_bisect_markdown(b: Bisection) -> str:

@@ -101,13 +101,17 @@ class Step:
 
 @dataclass(frozen=True)
 class ProfileLink:
-    """``bisect --profile``: the py-spy differential of the answer's two ends."""
+    """``bisect --profile``: a differential of the answer's two ends (py-spy's, or with
+    ``--measure instructions`` also callgrind's)."""
 
     before: RefInfo
     after: RefInfo
-    files: dict[str, str] = field(default_factory=dict)  # diff_svg, diff_reverse_svg, diff_json
-    movers: tuple[str, ...] = ()  # the functions whose self time per op moved most
+    # py-spy: diff_svg, diff_reverse_svg, diff_json; callgrind: diff_svg,
+    # diff_reverse_svg, functions_json
+    files: dict[str, str] = field(default_factory=dict)
+    movers: tuple[str, ...] = ()  # the functions whose self time (instructions) moved most
     error: str = ""  # why there is no profile (py-spy could not attach, say)
+    source: str = ""  # where callgrind's figures came from: which comparison measured them
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,8 @@ class Bisection:
     note: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     group: str = ""  # the id shared by every regime of one `perfctl bisect` call
-    profile: ProfileLink | None = None
+    profile: ProfileLink | None = None  # --profile: py-spy's differential
+    callgrind: ProfileLink | None = None  # --profile --measure instructions: callgrind's
     schema: int = SCHEMA_VERSION
 
     def of_kind(self, kind: StepKind) -> list[Step]:
@@ -352,7 +357,8 @@ def bisection_from_dict(d: dict[str, Any]) -> Bisection:
     d["steps"] = tuple(step_from_dict(s) for s in d.get("steps") or ())
     d["culprit"] = ref_from_dict(d["culprit"]) if d.get("culprit") else None
     d["candidates"] = tuple(ref_from_dict(c) for c in d.get("candidates") or ())
-    d["profile"] = _profile_from_dict(d["profile"]) if d.get("profile") else None
+    for link in ("profile", "callgrind"):
+        d[link] = _profile_from_dict(d[link]) if d.get(link) else None
     return Bisection(**{k: v for k, v in d.items() if k in Bisection.__dataclass_fields__})
 
 
@@ -363,4 +369,5 @@ def _profile_from_dict(d: dict[str, Any]) -> ProfileLink:
         files={str(k): str(v) for k, v in (d.get("files") or {}).items()},
         movers=tuple(str(m) for m in d.get("movers") or ()),
         error=str(d.get("error") or ""),
+        source=str(d.get("source") or ""),
     )

@@ -1,0 +1,159 @@
+"""`perfctl bisect --measure instructions --profile`: callgrind's differential of the
+answer's ends beside py-spy's, end to end (real commits, real callgrind processes)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GitRepo, run_cli
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed"
+)
+
+PYPROJECT = """\
+[project]
+name = "toy"
+version = "0.1"
+
+[tool.perfctl]
+regimes = ["bench/regimes.py"]
+install = false
+"""
+
+CODE = """\
+def work():
+    s = 0
+    for i in range({n}):
+        s += i * i
+    return s
+"""
+
+REGIMES = """\
+from perfctl import regime
+import toy
+
+@regime(family="toy", ops=1)
+def work():
+    \"\"\"Call toy.work once.\"\"\"
+    return toy.work
+"""
+
+
+@pytest.fixture
+def history(git_repo: GitRepo) -> tuple[GitRepo, list[str]]:
+    """i0 (300 squarings), i1 (600: the culprit). Two commits: the confirm and the
+    verification measure the same pair, so the test shows the verification is preferred
+    (and costs no search step)."""
+    r = git_repo
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("bench/regimes.py", REGIMES)
+    r.write(".gitignore", ".perfctl/\n")
+    shas = []
+    for i, (n, what) in enumerate([(300, "base"), (600, "twice the squarings")]):
+        r.write("toy/__init__.py", CODE.format(n=n))
+        shas.append(r.commit(f"i{i}: {what}"))
+    return r, shas
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~12 callgrind processes: minutes on a loaded 2-core VM
+@pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
+@needs_valgrind
+def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
+    history: tuple[GitRepo, list[str]],
+) -> None:
+    r, shas = history
+    args = ["bisect", shas[0], shas[-1], "-r", "work", "--measure", "instructions"]
+    proc = run_cli(*args, "--profile", "--format", "json", cwd=r.path)
+    assert proc.returncode == 0, proc.stderr
+    (b,) = json.loads(proc.stdout)["bisections"]
+    assert b["outcome"] == "culprit" and b["culprit"]["sha"] == shas[1], proc.stdout
+    # Read from the verification's comparison: parent and culprit measured together.
+    verify = next(s for s in b["steps"] if s["kind"] == "verify")
+    assert verify["rounds"] == 3  # a counter's verification: no more rounds than its steps
+    link = b["callgrind"]
+    assert link["error"] == "", link
+    assert (link["before"]["sha"], link["after"]["sha"]) == (shas[0], shas[1])
+    assert link["source"].startswith(f"comparison {verify['comparisons'][-1]} (the verify step")
+    table = json.loads(Path(link["files"]["functions_json"]).read_text())
+    assert table["after_total"] > 1.5 * table["before_total"]  # twice the squarings
+    top = table["functions"][0]  # the interpreter's loop: callgrind sees C functions
+    assert top["after_self"] - top["before_self"] > 0.1 * (
+        table["after_total"] - table["before_total"]
+    )
+    assert "instructions per op" in Path(link["files"]["diff_svg"]).read_text()
+    assert Path(link["files"]["diff_reverse_svg"]).is_file()
+    assert b["profile"]["error"] == "" and Path(b["profile"]["files"]["diff_svg"]).is_file()
+    # The re-run resumes: nothing measured, both differentials shown from the record.
+    again = run_cli(*args, cwd=r.path)
+    assert again.returncode == 0, again.stderr
+    assert "reused" in again.stderr and "profile:" not in again.stderr
+    out = again.stdout
+    assert f"callgrind differential {shas[0][:10]} → {shas[1][:10]} (self instructions/op" in out
+    assert f"from comparison {verify['comparisons'][-1]} (the verify step" in out
+    moved = top["after_self"] - top["before_self"]
+    assert f"\n  +{moved:,.0f} {top['function']}" in out, out  # indented, one line
+    assert "py-spy differential" in out and link["files"]["diff_svg"] in out
+
+
+# -- ends that no step measured together (a range widened after its verification) -----
+def _diff_file(folder: Path) -> Path:
+    from perfctl.profile.instruction_records import FunctionMove, InstructionsDiff, to_dict
+
+    move = FunctionMove("lookdict", "libpython", 100.0, 250.0, 100.0, 250.0)
+    d = InstructionsDiff("work", "r1", "r2", 1000.0, 1150.0, (move,))
+    folder.mkdir(parents=True)
+    (folder / "functions.json").write_text(json.dumps(to_dict(d)))
+    return folder / "functions.json"
+
+
+def test_ends_no_step_measured_together_are_compared_for_the_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfctl.config import Config
+    from perfctl.errors import BuildError
+    from perfctl.jobs import compare
+    from perfctl.jobs.bisect_profile import callgrind_ends
+    from perfctl.model import OK, REGRESSED, Comparison, RefInfo, RegimeComparison
+    from perfctl.stats.bisection import Bisection
+
+    config = Config(root=tmp_path, install=False)
+    ends = (RefInfo("a", "a" * 40), RefInfo("b", "b" * 40))
+    record = Bisection("b1", "now", "work", *ends, commits=2)
+    table = _diff_file(tmp_path / "diff")
+    asked: list[tuple[str, str, list[str], str]] = []
+
+    def fake(config, base, head, *, regimes, settings, progress=None) -> Comparison:
+        asked.append((base, head, regimes, settings.schedule.measure))
+        if base == "fail":
+            raise BuildError("building the environment of a failed", "see log")
+        artifacts = {"instructions_functions": str(table)} if head == "b" * 40 else {}
+        row = RegimeComparison("work", "toy", REGRESSED, artifacts=artifacts, base_status=OK)
+        return Comparison("c9", "now", *ends, machine=None, regimes=(row,))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compare, "compare_refs", fake)
+    said: list[str] = []
+    cs = compare.settings_for(config=config, measure="instructions")
+    link = callgrind_ends(config, record, ends, cs, said.append)
+    assert asked == [("a" * 40, "b" * 40, ["work"], "instructions")]
+    assert said == [
+        f"profile: work {ends[0].short} → {ends[1].short} (callgrind, measured together)"
+    ]
+    assert link.error == "" and link.source.startswith("comparison c9 (measured for this profile")
+    assert link.movers == ("in all: 1,000 → 1,150", "+150  lookdict (libpython)  (100 → 250)")
+    assert link.files == {"functions_json": str(table)}
+    # No diff in what was measured (the regime was skipped under callgrind), or no build:
+    # a line saying why, never a lost bisection.
+    other = (ends[0], RefInfo("c", "c" * 40))
+    assert (
+        "no instructions diff in c9" in callgrind_ends(config, record, other, cs, said.append).error
+    )
+    broken = (RefInfo("fail", "fail"), ends[1])
+    assert (
+        "building the environment" in callgrind_ends(config, record, broken, cs, said.append).error
+    )
