@@ -517,6 +517,9 @@ def test_device_time_from_cuda_events_on_a_real_device(subjects: Any, backend: s
     (h2d,) = [d for d in defs("gpu") if d.name == "gpu.h2d"]
     with loader.open_regime(h2d, {"size": "64M"}) as instance:
         assert instance.time_loops is not None
+        for _ in range(3):  # both clocks warm: the first copies after set-up are slower
+            instance.time_loops(1)
+            instance.run()
         copy = statistics.median(instance.time_loops(1) for _ in range(10))
         t0 = time.perf_counter()
         for _ in range(10):
@@ -528,10 +531,10 @@ def test_device_time_from_cuda_events_on_a_real_device(subjects: Any, backend: s
           f"wall {wall * 1e3:.3f} ms, {metrics.get('bandwidth_gb_s', 0):.1f} GB/s")  # fmt: skip
     # Two 16 MiB buffers fit an H100's 50 MB L2: a flushed L2 costs the kernel time.
     assert device["cold"] > device["warm"]
-    # The event pair times the copy, inside the host's wait for it. PyTorch's event-timed
-    # copy read 2% and 9% above the synchronised wall copy on an H200 (CuPy's 1-3% below),
-    # cause not found yet: for PyTorch only seconds (not ms) and no gross extra are held.
-    assert 0 < copy <= wall * (1.05 if backend == "CupyDevice" else 1.5)
+    # The event pair times the copy, inside the host's wait for it. (Measured cold, before
+    # the wall copies, PyTorch's read 2-9% above them on an H200: the first copies after
+    # set-up are slower; warm, its events read within 0.3% of the wall, CuPy's 0.4-1.1% below.)
+    assert 0 < copy <= wall * 1.05
     assert metrics["bandwidth_gb_s"] > 1.0
 
 
