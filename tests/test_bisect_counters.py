@@ -79,7 +79,7 @@ def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
     link = b["callgrind"]
     assert link["error"] == "", link
     assert (link["before"]["sha"], link["after"]["sha"]) == (shas[0], shas[1])
-    assert link["source"].startswith(f"comparison {verify['comparisons'][-1]} (the verify step")
+    assert link["source"].startswith(f"comparison {verify['comparisons'][-1]} (the verification")
     table = json.loads(Path(link["files"]["functions_json"]).read_text())
     assert table["after_total"] > 1.5 * table["before_total"]  # twice the squarings
     top = table["functions"][0]  # the interpreter's loop: callgrind sees C functions
@@ -95,7 +95,7 @@ def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
     assert "reused" in again.stderr and "profile:" not in again.stderr
     out = again.stdout
     assert f"callgrind differential {shas[0][:10]} → {shas[1][:10]} (self instructions/op" in out
-    assert f"from comparison {verify['comparisons'][-1]} (the verify step" in out
+    assert f"from comparison {verify['comparisons'][-1]} (the verification" in out
     moved = top["after_self"] - top["before_self"]
     assert f"\n  +{moved:,.0f} {top['function']}" in out, out  # indented, one line
     assert "py-spy differential" in out and link["files"]["diff_svg"] in out
@@ -150,10 +150,62 @@ def test_ends_no_step_measured_together_are_compared_for_the_profile(
     # No diff in what was measured (the regime was skipped under callgrind), or no build:
     # a line saying why, never a lost bisection.
     other = (ends[0], RefInfo("c", "c" * 40))
-    assert (
-        "no instructions diff in c9" in callgrind_ends(config, record, other, cs, said.append).error
+    missing = callgrind_ends(config, record, other, cs, said.append).error
+    assert missing == (
+        "no instructions diff in comparison c9: its call graphs could not be written or read"
     )
     broken = (RefInfo("fail", "fail"), ends[1])
     assert (
         "building the environment" in callgrind_ends(config, record, broken, cs, said.append).error
     )
+
+
+def test_fake_a_stop_while_callgrind_measures_keeps_the_py_spy_differential(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each differential is saved as soon as it is taken, and a resumed run saves the
+    kept ones before it measures anything: two stops in a row lose neither."""
+    from dataclasses import replace
+
+    from perfctl.config import load_config
+    from perfctl.jobs import bisect as job
+    from perfctl.jobs import bisect_pairs, bisect_profile
+    from perfctl.jobs.compare import COMPARE_FAST
+    from perfctl.stats.bisection import ProfileLink
+    from perfctl.store.bisects import load_bisection
+    from tests.test_bisect import FakeCompare
+
+    git_repo.write("pyproject.toml", '[project]\nname = "toy"\nversion = "0"\n')
+    line = [git_repo.commit("c0")]
+    for i in range(1, 6):
+        git_repo.write("notes.txt", f"{i}\n")
+        line.append(git_repo.commit(f"c{i}"))
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {4: 3.0, 5: 3.0}))
+    profiled: list[str] = []
+
+    def py_spy(config, regime, before, after, regimes) -> ProfileLink:
+        profiled.append(after.sha)
+        return ProfileLink(before, after, {"diff_svg": "x.svg"}, ("moved",))
+
+    def stop(*args, **kw) -> ProfileLink:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bisect_profile, "profile_ends", py_spy)
+    monkeypatch.setattr(bisect_profile, "callgrind_ends", stop)
+    counted = replace(COMPARE_FAST, schedule=replace(COMPARE_FAST.schedule, measure="instructions"))
+    settings = job.BisectSettings(compare=counted, profile=True)
+    config = load_config(git_repo.path)
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt):
+            job.bisect(config, line[0], line[-1], "work", settings)
+    assert profiled == [line[4]]  # taken once, kept by the second run
+    (path,) = (git_repo.path / ".perfctl" / "bisects").glob("*.json")
+    stored = load_bisection(git_repo.path / ".perfctl", path.stem)
+    assert stored is not None and stored.profile is not None and stored.callgrind is None
+    assert stored.profile.files == {"diff_svg": "x.svg"}
+    done = ProfileLink(*(stored.profile.before, stored.profile.after), source="comparison c9")
+    monkeypatch.setattr(bisect_profile, "callgrind_ends", lambda *a, **kw: done)
+    (record,) = job.bisect(config, line[0], line[-1], "work", settings)
+    assert record.culprit is not None and record.culprit.sha == line[4]
+    assert record.profile == stored.profile and record.callgrind == done
+    assert profiled == [line[4]]

@@ -41,7 +41,9 @@ def bisect_cmd(
     profile: Annotated[
         bool,
         typer.Option(
-            "--profile", help="py-spy differential of the culprit's parent and the culprit."
+            "--profile",
+            help="py-spy differential of the culprit's parent and the culprit; with "
+            "--measure instructions, callgrind's too.",
         ),
     ] = False,
     fast: Annotated[

@@ -5,9 +5,10 @@ its ends are measured again until the slowdown's CI is narrow against it) → fo
 regressed regime, search the first-parent line (:mod:`perfctl.jobs.bisect_search`),
 each step one commit measured interleaved against GOOD with ``compare``'s machinery
 and judged like good / like bad / unknown / skipped (:mod:`perfctl.stats.bisection`)
-→ verify the culprit against its parent with more rounds → a culprit, or a candidate
-range when the answer does not hold → with ``--profile``, py-spy's differential of
-the two ends (:mod:`perfctl.jobs.bisect_profile`).
+→ verify the culprit against its parent (with more rounds, timing) → a culprit, or a
+candidate range when the answer does not hold → with ``--profile``, py-spy's
+differential of the two ends, and callgrind's when counting instructions
+(:mod:`perfctl.jobs.bisect_profile`).
 A step measures every regime still being searched (:mod:`perfctl.jobs.bisect_pairs`),
 so searches that meet at a commit share its measurement. Every measurement is a
 stored comparison; each regime's record is saved after each step, so a re-run
@@ -273,6 +274,9 @@ class Group:
             profile=kept.get("profile", record.profile),
             callgrind=kept.get("callgrind", record.callgrind),
         )
+        if done != b.record:  # saved before a differential is taken: a stop keeps them
+            b.record = done
+            b.save()
         if self.settings.profile and "profile" not in kept:
             self.say(f"profile: {record.regime} {ends[0].short} → {ends[1].short} (py-spy)")
             from perfctl.jobs.bisect_profile import profile_ends

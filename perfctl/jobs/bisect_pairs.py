@@ -76,8 +76,9 @@ class Pairs:
         self.left_out: set[str] = set()  # stored comparisons said not to pool
         # Which machine measured each comparison seen (id, hostname): a record names them.
         self.machine_of: dict[str, tuple[str, str]] = {}
-        # Keyed by (verify?, base, commit): a verification measures anew with its own
-        # rounds, even when its pair is a search step's (the culprit right after GOOD).
+        # Keyed by (verify?, base, commit): a verification measures anew (with more
+        # rounds when timing), even when its pair is a search step's (the culprit right
+        # after GOOD).
         self.pairs: dict[tuple[bool, str, str], Pair] = {}
 
     def step(
@@ -171,7 +172,7 @@ class Pairs:
         names: Sequence[str],
     ) -> Pair:
         """The pair as measured so far (seeded from the store the first time, but a
-        verification never: it asks for more rounds than any step measured)."""
+        verification never: it measures its pair anew, with more rounds when timing)."""
         key = _key(kind, base, commit)
         if key not in self.pairs:
             self.pairs[key] = Pair()

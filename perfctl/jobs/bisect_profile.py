@@ -14,7 +14,7 @@ from pathlib import Path
 from perfctl.config import Config
 from perfctl.jobs.compare import Progress
 from perfctl.jobs.settings import CompareSettings
-from perfctl.model import Comparison, RefInfo
+from perfctl.model import OK, Comparison, RefInfo
 from perfctl.stats.bisection import Bisection, ProfileLink, StepKind
 
 
@@ -67,20 +67,41 @@ def callgrind_ends(
     from perfctl.jobs.compare import compare_refs
 
     before, after = ends
-    found = _from_steps(config, record, before, after)
-    if found is not None:
-        say(f"profile: {record.regime} {before.short} → {after.short} (callgrind, {found.source})")
-        return found
-    say(f"profile: {record.regime} {before.short} → {after.short} (callgrind, measured together)")
     try:
+        found = _from_steps(config, record, before, after)
+        if found is not None:
+            say(
+                f"profile: {record.regime} {before.short} → {after.short} (callgrind, {found.source})"
+            )
+            return found
+        say(
+            f"profile: {record.regime} {before.short} → {after.short} (callgrind, measured together)"
+        )
         c = compare_refs(
             config, before.sha, after.sha, regimes=[record.regime], settings=cs, progress=say
         )
-    except PerfctlError as exc:
+    except PerfctlError as exc:  # a build, a regime or the store: a line, never the answer
         return ProfileLink(before, after, error=exc.message)
     link = _link(config, c, record.regime, ends, "measured for this profile")
-    why = "its regime did not run under callgrind on both ends"
-    return link or ProfileLink(before, after, error=f"no instructions diff in {c.id}: {why}")
+    return link or ProfileLink(before, after, error=_no_diff(c, record.regime))
+
+
+def _no_diff(c: Comparison, regime: str) -> str:
+    """Why comparison ``c`` links no instructions diff of ``regime``."""
+    row = next((r for r in c.regimes if r.name == regime), None)
+    if row is not None and (row.base_status != OK or row.head_status != OK):
+        why = row.reason or "the regime did not run on both ends"
+    else:
+        why = "its call graphs could not be written or read"
+    return f"no instructions diff in comparison {c.id}: {why}"
+
+
+# Which of the record's comparisons measured the ends together, as a source names it.
+_WHOSE = {
+    StepKind.VERIFY: "the verification",
+    StepKind.STEP: "a search step",
+    StepKind.CONFIRM: "BAD vs GOOD",
+}
 
 
 def _from_steps(
@@ -99,7 +120,8 @@ def _from_steps(
                 c = store.load_comparison(cid)
             except StoreError:
                 continue  # removed since: the next one, or measure anew
-            if link := _link(config, c, record.regime, (before, after), f"the {step.kind} step"):
+            whose = _WHOSE[step.kind]
+            if link := _link(config, c, record.regime, (before, after), whose):
                 return link
     return None
 

@@ -39,9 +39,9 @@ class BisectSettings:
 
     compare: CompareSettings = COMPARE_DEFAULT
     attempts: int = 3  # comparisons per commit (each with its own rounds) before "unknown"
-    verify_factor: int = 2  # the verification runs this many times the rounds
+    verify_factor: int = 2  # a timed verification runs this many times the rounds
     fresh: bool = False  # ignore the stored record and comparisons
-    profile: bool = False  # py-spy differential of the answer's two ends
+    profile: bool = False  # py-spy's (and counting instructions, callgrind's) differential
 
     @property
     def measure(self) -> str:

@@ -76,7 +76,7 @@ def to_dict(d: InstructionsDiff) -> dict[str, Any]:
 def load_diff(path: Path) -> InstructionsDiff:
     """Read and check ``functions.json`` (ValueError/KeyError/TypeError/OSError if not one)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("kind") != KIND or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("schema") != SCHEMA:
         raise ValueError(f"{path} is not a {KIND} file of schema {SCHEMA}")
     funcs = tuple(
         FunctionMove(
