@@ -938,6 +938,19 @@ def test_bisect_finds_each_culprit_and_names_what_it_skipped(
     assert f"culprit: {shas[6]} c6: three times the work" in again.stdout
     assert f"culprit: {shas[8]} c8: also three times the work" in again.stdout
     assert "skipped" in again.stdout and "2 regimes, total time:" in again.stdout
+    # --family: the same two regimes, another selection: its ends are confirmed again,
+    # every stored step is reused, and the same culprits come back.
+    family = run_cli(
+        "bisect", "good", "bad", "--family", "toy", *QUICK, "--format", "json", cwd=repo.path
+    )  # fmt: skip
+    assert family.returncode == 0, family.stderr
+    by_family = {b["regime"]: b for b in json.loads(family.stdout)["bisections"]}
+    assert {n: b["culprit"]["sha"] for n, b in by_family.items()} == {
+        "work": shas[6],
+        "also": shas[8],
+    }
+    measured = [ln for ln in family.stderr.splitlines() if ln.startswith("step: ") and " vs " in ln]
+    assert not measured and "reused" in family.stderr, family.stderr
     # `report --bisect`: the stored steps drawn on the commit axis.
     page = repo.path / "bisect.html"
     drawn = run_cli("report", "--bisect", work["id"][:6], "-o", str(page), cwd=repo.path)
