@@ -10,20 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GitRepo, run_cli
-
-needs_valgrind = pytest.mark.skipif(
-    shutil.which("valgrind") is None, reason="valgrind is not installed"
-)
-
-PYPROJECT = """\
-[project]
-name = "toy"
-version = "0.1"
-
-[tool.perfctl]
-regimes = ["bench/regimes.py"]
-install = false
-"""
+from tests.test_counters import PYPROJECT, needs_valgrind
 
 CODE = """\
 def work():
