@@ -10,39 +10,21 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GitRepo, run_cli
-from tests.test_counters import PYPROJECT, needs_valgrind
-
-CODE = """\
-def work():
-    s = 0
-    for i in range({n}):
-        s += i * i
-    return s
-"""
-
-REGIMES = """\
-from perfctl import regime
-import toy
-
-@regime(family="toy", ops=1)
-def work():
-    \"\"\"Call toy.work once.\"\"\"
-    return toy.work
-"""
+from tests.test_counters import CODE, PYPROJECT, REGIMES, needs_valgrind
 
 
 @pytest.fixture
 def history(git_repo: GitRepo) -> tuple[GitRepo, list[str]]:
-    """i0 (300 squarings), i1 (600: the culprit). Two commits: the confirm and the
-    verification measure the same pair, so the test shows the verification is preferred
-    (and costs no search step)."""
+    """i0 (300 squarings), i1 (600: the culprit); only `work` is bisected. Two commits:
+    the confirm and the verification measure the same pair, so the test shows the
+    verification is preferred (and costs no search step)."""
     r = git_repo
     r.write("pyproject.toml", PYPROJECT)
     r.write("bench/regimes.py", REGIMES)
     r.write(".gitignore", ".perfctl/\n")
     shas = []
     for i, (n, what) in enumerate([(300, "base"), (600, "twice the squarings")]):
-        r.write("toy/__init__.py", CODE.format(n=n))
+        r.write("toy/__init__.py", CODE.format(n=n, keep=1))
         shas.append(r.commit(f"i{i}: {what}"))
     return r, shas
 
