@@ -129,7 +129,7 @@ class RefInfo:
     ref: str
     sha: str
     subject: str = ""
-    date: str = ""  # ISO-8601 committer date
+    date: str = ""  # ISO-8601: the committer date (a bisection's line: the author date)
     dirty: bool = False
 
     @property

@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -796,6 +797,8 @@ def test_fake_build_failure_of_an_end_is_an_error(
 def test_ends_must_be_in_order(git_repo: GitRepo, line: list[str]) -> None:
     with pytest.raises(GitError, match="not an ancestor"):
         job.bisect(load_config(git_repo.path), line[5], line[2], "work")
+    with pytest.raises(GitError, match="are the same commit"):
+        job.bisect(load_config(git_repo.path), line[5], line[5], "work")
 
 
 def test_a_damaged_record_is_a_store_error(git_repo: GitRepo, line: list[str]) -> None:
@@ -915,6 +918,8 @@ def test_bisect_finds_each_culprit_and_names_what_it_skipped(
     assert reuses and len(reuses) == len(set(reuses)), reuses  # each said once, not per step
     assert work["culprit"]["sha"] == shas[6]
     assert work["culprit"]["subject"] == "c6: three times the work"
+    authored = repo.git("log", "-1", "--format=%aI", shas[6]).strip()
+    assert datetime.fromisoformat(work["culprit"]["date"]) == datetime.fromisoformat(authored)
     assert also["culprit"]["sha"] == shas[8]
     steps = [s for s in work["steps"] if s["kind"] == "step"]
     skipped = {s["commit"]["sha"]: s["reason"] for s in steps if s["likeness"] == "skipped"}

@@ -16,7 +16,12 @@ def first_parent_line(root: Path, good: str, bad: str) -> tuple[RefInfo, ...]:
     """
     lo, hi = resolve_ref(root, good).sha, resolve_ref(root, bad).sha
     with open_repo(root) as repo:
-        if lo == hi or not repo.is_ancestor(repo.commit(lo), repo.commit(hi)):
+        if lo == hi:
+            raise GitError(
+                f"`{good}` and `{bad}` are the same commit ({lo[:10]}): nothing to bisect",
+                "give the last fast commit as GOOD and a later, slow one as BAD",
+            )
+        if not repo.is_ancestor(repo.commit(lo), repo.commit(hi)):
             raise GitError(
                 f"`{good}` is not an ancestor of `{bad}`",
                 "give the older, fast commit first: perfctl bisect GOOD BAD",
