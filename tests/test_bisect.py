@@ -397,6 +397,16 @@ def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
 ) -> None:
     speed = {i: 3.0 for i in range(6, 10)}
     _store_earlier(git_repo, line, speed)
+    # Newer comparisons of the same pair that may not be pooled (recomputed; of another
+    # regime only) do not hide the one that may.
+    from perfctl.store.local import open_store
+
+    store = open_store(git_repo.path / ".perfctl")
+    earlier = store.load_comparison("earlier")
+    recomputed = replace(earlier, id="newer-1", settings={**earlier.settings, "from_store": True})
+    other = tuple(replace(r, name="other") for r in earlier.regimes)
+    for c in (recomputed, replace(earlier, id="newer-2", regimes=other)):
+        store.save_comparison(replace(c, created=earlier.created + "+1"))  # sorts after it
     record, fake = _run(git_repo, line, speed, monkeypatch)
     assert record.culprit is not None and record.culprit.sha == line[6]
     assert (0, 5) not in fake.calls

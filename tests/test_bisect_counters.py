@@ -1,73 +1,16 @@
 """`perfctl bisect --measure instructions --profile`: callgrind's differential of the
-answer's ends beside py-spy's, end to end (real commits, real callgrind processes)."""
+answer's ends beside py-spy's. The end-to-end test (real callgrind processes) is in
+``test_counters.py``, beside the comparison whose processes it reuses; here, what a
+scripted comparison drives: ends no step measured, failures, and stops."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import GitRepo, run_cli
-from tests.test_counters import CODE, PYPROJECT, REGIMES, needs_valgrind
-
-
-@pytest.fixture
-def history(git_repo: GitRepo) -> tuple[GitRepo, list[str]]:
-    """i0 (300 squarings), i1 (600: the culprit); only `work` is bisected. Two commits:
-    the confirm and the verification measure the same pair, so the test shows the
-    verification is preferred (and costs no search step)."""
-    r = git_repo
-    r.write("pyproject.toml", PYPROJECT)
-    r.write("bench/regimes.py", REGIMES)
-    r.write(".gitignore", ".perfctl/\n")
-    shas = []
-    for i, (n, what) in enumerate([(300, "base"), (600, "twice the squarings")]):
-        r.write("toy/__init__.py", CODE.format(n=n, keep=1))
-        shas.append(r.commit(f"i{i}: {what}"))
-    return r, shas
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)  # ~12 callgrind processes: minutes on a loaded 2-core VM
-@pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
-@needs_valgrind
-def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
-    history: tuple[GitRepo, list[str]],
-) -> None:
-    r, shas = history
-    args = ["bisect", shas[0], shas[-1], "-r", "work", "--measure", "instructions"]
-    proc = run_cli(*args, "--profile", "--format", "json", cwd=r.path)
-    assert proc.returncode == 0, proc.stderr
-    (b,) = json.loads(proc.stdout)["bisections"]
-    assert b["outcome"] == "culprit" and b["culprit"]["sha"] == shas[1], proc.stdout
-    # Read from the verification's comparison: parent and culprit measured together.
-    verify = next(s for s in b["steps"] if s["kind"] == "verify")
-    assert verify["rounds"] == 3  # a counter's verification: no more rounds than its steps
-    link = b["callgrind"]
-    assert link["error"] == "", link
-    assert (link["before"]["sha"], link["after"]["sha"]) == (shas[0], shas[1])
-    assert link["source"].startswith(f"comparison {verify['comparisons'][-1]} (the verification")
-    table = json.loads(Path(link["files"]["functions_json"]).read_text())
-    assert table["after_total"] > 1.5 * table["before_total"]  # twice the squarings
-    top = table["functions"][0]  # the interpreter's loop: callgrind sees C functions
-    assert top["after_self"] - top["before_self"] > 0.1 * (
-        table["after_total"] - table["before_total"]
-    )
-    assert "instructions per op" in Path(link["files"]["diff_svg"]).read_text()
-    assert Path(link["files"]["diff_reverse_svg"]).is_file()
-    assert b["profile"]["error"] == "" and Path(b["profile"]["files"]["diff_svg"]).is_file()
-    # The re-run resumes: nothing measured, both differentials shown from the record.
-    again = run_cli(*args, cwd=r.path)
-    assert again.returncode == 0, again.stderr
-    assert "reused" in again.stderr and "profile:" not in again.stderr
-    out = again.stdout
-    assert f"callgrind differential {shas[0][:10]} → {shas[1][:10]} (self instructions/op" in out
-    assert f"from comparison {verify['comparisons'][-1]} (the verification" in out
-    moved = top["after_self"] - top["before_self"]
-    assert f"\n  +{moved:,.0f} {top['function']}" in out, out  # indented, one line
-    assert "py-spy differential" in out and link["files"]["diff_svg"] in out
+from tests.conftest import GitRepo
 
 
 # -- ends that no step measured together (a range widened after its verification) -----

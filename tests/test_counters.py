@@ -10,6 +10,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,22 +268,36 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     return r
 
 
-def _compare(repo: GitRepo, measure: str, *extra: str) -> dict[str, dict]:
+def _compared(repo: GitRepo, measure: str, *extra: str) -> dict[str, Any]:
     proc = run_cli(
         "compare", "c1", "c2", "--measure", measure, *extra, "--format", "json", cwd=repo.path
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["threshold"] == 0.005 and data["settings"]["measure"] == measure
-    return {r["name"]: r for r in data["regimes"]}
+    return dict(data)
+
+
+def _compare(repo: GitRepo, measure: str, *extra: str) -> dict[str, dict]:
+    return {r["name"]: r for r in _compared(repo, measure, *extra)["regimes"]}
+
+
+@pytest.fixture(scope="module")
+def instructions(repo: GitRepo) -> dict[str, Any]:
+    """`compare c1 c2 --measure instructions --regime work`, once for the module (12
+    callgrind processes): the comparison test reads it, and a bisection of the same
+    commits reuses it as its confirm step."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    return _compared(repo, "instructions", "--regime", "work")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # 12 callgrind processes: minutes on a loaded 2-core VM
 @needs_valgrind
-def test_compare_instructions_regressed(repo: GitRepo) -> None:
+def test_compare_instructions_regressed(repo: GitRepo, instructions: dict[str, Any]) -> None:
     # One regime only: A/A agreement is checked by the `run` test above, more cheaply.
-    rows = _compare(repo, "instructions", "--regime", "work")
+    rows = {r["name"]: r for r in instructions["regimes"]}
     assert rows["work"]["verdict"] == "regressed", rows["work"]["reason"]
     assert rows["work"]["unit"] == "instructions/op"
     assert len(rows["work"]["base_values"]) == 3
@@ -317,6 +332,50 @@ def test_compare_instructions_regressed(repo: GitRepo) -> None:
     again = run_cli("compare", "c1", "c2", "--from-store", "--format", "json", cwd=repo.path)
     data = json.loads(again.stdout)
     assert data["threshold"] == 0.005 and data["settings"]["measure"] == "instructions"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # 6 more callgrind processes (the verification) and py-spy
+@pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
+@needs_valgrind
+def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
+    repo: GitRepo, instructions: dict[str, Any]
+) -> None:
+    """`bisect --measure instructions --profile` on c1..c2: the confirm reuses the stored
+    comparison above (a newer recomputed one does not hide it), the verification measures
+    the same pair anew, and callgrind's differential is read from the verification."""
+    shas = [repo.git("rev-parse", tag) for tag in ("c1", "c2")]
+    args = ["bisect", "c1", "c2", "-r", "work", "--measure", "instructions"]
+    proc = run_cli(*args, "--profile", "--format", "json", cwd=repo.path)
+    assert proc.returncode == 0, proc.stderr
+    (b,) = json.loads(proc.stdout)["bisections"]
+    assert b["outcome"] == "culprit" and b["culprit"]["sha"] == shas[1], proc.stdout
+    confirm = next(s for s in b["steps"] if s["kind"] == "confirm")
+    assert confirm["comparisons"] == [instructions["id"]], proc.stderr
+    verify = next(s for s in b["steps"] if s["kind"] == "verify")
+    assert verify["rounds"] == 3  # a counter's verification: no more rounds than its steps
+    assert verify["comparisons"] != confirm["comparisons"]
+    link = b["callgrind"]
+    assert link["error"] == "", link
+    assert (link["before"]["sha"], link["after"]["sha"]) == (shas[0], shas[1])
+    assert link["source"].startswith(f"comparison {verify['comparisons'][-1]} (the verification")
+    table = json.loads(Path(link["files"]["functions_json"]).read_text())
+    assert table["after_total"] > 1.5 * table["before_total"]  # twice the squarings
+    top = table["functions"][0]  # the interpreter's loop: callgrind sees C functions
+    moved = top["after_self"] - top["before_self"]
+    assert moved > 0.1 * (table["after_total"] - table["before_total"])
+    assert "instructions per op" in Path(link["files"]["diff_svg"]).read_text()
+    assert Path(link["files"]["diff_reverse_svg"]).is_file()
+    assert b["profile"]["error"] == "" and Path(b["profile"]["files"]["diff_svg"]).is_file()
+    # The re-run resumes: nothing measured, both differentials shown from the record.
+    again = run_cli(*args, cwd=repo.path)
+    assert again.returncode == 0, again.stderr
+    assert "reused" in again.stderr and "profile:" not in again.stderr
+    out = again.stdout
+    assert f"callgrind differential {shas[0][:10]} → {shas[1][:10]} (self instructions/op" in out
+    assert f"from comparison {verify['comparisons'][-1]} (the verification" in out
+    assert f"\n  +{moved:,.0f} {top['function']}" in out, out  # indented, one line
+    assert "py-spy differential" in out and link["files"]["diff_svg"] in out
 
 
 def test_a_recomputed_counter_comparison_keeps_its_band() -> None:

@@ -32,7 +32,7 @@ from perfctl.jobs.bisect_pairs import (
 from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
 from perfctl.jobs.bisect_search import Searcher
 from perfctl.jobs.compare import Progress, facts_once
-from perfctl.model import REGRESSED, Notice, RefInfo
+from perfctl.model import REGRESSED, Comparison, Notice, RefInfo
 from perfctl.render.bisect import change_text, machine_list
 from perfctl.stats.bisection import (
     JUDGE,
@@ -186,9 +186,13 @@ class Group:
         selection (an interrupted run of this call): a narrower one would hide regimes.
         """
         family = self.settings.compare.family
-        c = self.pairs.stored(good, bad, self.settings.compare)
         asked = {"globs": list(self.globs), "family": family}
-        if c is None or {k: c.settings.get(k) for k in asked} != asked:
+
+        def same(c: Comparison) -> bool:  # asked for this selection: a narrower one hides regimes
+            return {k: c.settings.get(k) for k in asked} == asked
+
+        c = self.pairs.stored(good, bad, self.settings.compare, same)
+        if c is None:
             found = self.pairs.attempt(
                 StepKind.CONFIRM, good, bad, self.globs, self.settings.compare
             )

@@ -176,7 +176,8 @@ class Pairs:
         key = _key(kind, base, commit)
         if key not in self.pairs:
             self.pairs[key] = Pair()
-            stored = None if kind == StepKind.VERIFY else self.stored(base, commit, cs)
+            held = functools.partial(_holds_values, names)
+            stored = None if kind == StepKind.VERIFY else self.stored(base, commit, cs, held)
             if stored is not None:
                 self.say(
                     f"reusing stored comparison {stored.id} of {base.short} and {commit.short}"
@@ -242,17 +243,28 @@ class Pairs:
                     continue
         return dict(self.machine_of[cid] for cid in ids if cid in self.machine_of)
 
-    def stored(self, base: RefInfo, commit: RefInfo, cs: CompareSettings) -> Comparison | None:
-        """A stored comparison of exactly these commits, measured here the same way
-        (the same signal, clock, pairing and placement as ``cs``)."""
+    def stored(
+        self,
+        base: RefInfo,
+        commit: RefInfo,
+        cs: CompareSettings,
+        wanted: Callable[[Comparison], bool],
+    ) -> Comparison | None:
+        """The newest stored comparison of exactly these commits that this call may pool
+        (measured here the same way: signal, clock, pairing and placement as ``cs``) and
+        that is ``wanted``; a newer one that is not (recomputed, another runner's in a
+        shared store, of other regimes) does not hide it."""
         from perfctl.store.local import open_store
 
         if self.fresh:
             return None
-        c = open_store(self.config.state_dir, self.config.store_url).find_comparison(
-            base.sha, commit.sha
-        )
-        return c if c is not None and not self._unpoolable(c, cs) else None
+        store = open_store(self.config.state_dir, self.config.store_url)
+        for c in store.comparisons_of(base.sha, commit.sha):  # newest first
+            exact = (c.base.sha, c.head.sha) == (base.sha, commit.sha)
+            clean = not (c.base.dirty or c.head.dirty)
+            if exact and clean and not self._unpoolable(c, cs) and wanted(c):
+                return c
+        return None
 
     def _unpoolable(self, c: Comparison, cs: CompareSettings) -> str:
         """Why ``c``'s processes may not join this call's ("" when they may): they must be
@@ -280,6 +292,11 @@ def measured_alike(c: Comparison, cs: CompareSettings) -> bool:
         # stored JSON gives a list: pinned and unpinned processes are not one sample
         and tuple(c.settings.get("affinity") or ()) == cs.schedule.affinity
     )
+
+
+def _holds_values(names: Sequence[str], c: Comparison) -> bool:
+    """Whether ``c`` holds measured values of one of ``names``."""
+    return any(r.name in names and r.base_values for r in c.regimes)
 
 
 def _key(kind: StepKind, base: RefInfo, commit: RefInfo) -> tuple[bool, str, str]:
