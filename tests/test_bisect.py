@@ -414,6 +414,27 @@ def test_fake_step_reuses_a_stored_comparison_of_the_same_commits(
     assert step.comparisons == ("earlier",) and step.likeness == G
 
 
+def test_fake_a_stored_shard_of_the_ends_never_narrows_the_selection(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `compare --shard 1/2` of GOOD and BAD records the whole selection but holds one
+    shard's regimes: taken as the confirm, it would drop the others without a word."""
+    from perfctl.measure.machine import fingerprint
+    from perfctl.store.local import open_store
+
+    speed = {i: 3.0 for i in range(6, 10)}
+    more = {"zz": {i: 3.0 for i in range(3, 10)}}
+    shard = FakeCompare(line, speed, more=more)(
+        None, line[0], line[-1], regimes=["work"], settings=COMPARE_FAST
+    )
+    settings = {**shard.settings, "globs": ["*"], "family": None, "shard": {"index": 1, "count": 2}}
+    shard = replace(shard, id="shard-1", settings=settings, machine=fingerprint())
+    open_store(git_repo.path / ".perfctl").save_comparison(shard)
+    records, _ = _run_all(git_repo, line, speed, monkeypatch, more=more, globs=("*",))
+    assert sorted(r.regime for r in records) == ["work", "zz"]
+    assert all("shard-1" not in s.comparisons for r in records for s in r.steps)
+
+
 def test_fake_a_record_judged_by_the_halfway_rule_is_judged_anew(
     git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -188,8 +188,11 @@ class Group:
         family = self.settings.compare.family
         asked = {"globs": list(self.globs), "family": family}
 
-        def same(c: Comparison) -> bool:  # asked for this selection: a narrower one hides regimes
-            return {k: c.settings.get(k) for k in asked} == asked
+        def same(c: Comparison) -> bool:
+            # Asked for this selection, all of it: a narrower one (or one shard of it,
+            # which records the whole selection) would hide regimes.
+            whole = not c.settings.get("shard")
+            return whole and {k: c.settings.get(k) for k in asked} == asked
 
         c = self.pairs.stored(good, bad, self.settings.compare, same)
         if c is None:

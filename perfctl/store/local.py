@@ -218,9 +218,9 @@ class SqliteStore:
                 (*shas, *shas),
             ).fetchall()
         out = []
-        for (cid,) in rows:
-            with contextlib.suppress(StoreError):  # a damaged file hides only itself
-                out.append(self.load_comparison(cid))
+        for (cid,) in rows:  # exact ids: no per-id listing (was quadratic)
+            with contextlib.suppress(StoreError, OSError):  # a damaged file hides only itself
+                out.append(self._load_comparison_file(cid))
         return out
 
     def reindex(self) -> None:

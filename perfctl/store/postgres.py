@@ -290,7 +290,13 @@ class PostgresStore:
                 "ORDER BY created DESC, id DESC",
                 (list(shas), list(shas)),
             )
-            return [comparison_from_dict(self._parse(r[0], "comparison")) for r in rows]
+            out = []
+            for (record,) in rows:
+                # One record this perfctl cannot read (a newer schema from another runner,
+                # say) hides only itself, as a damaged file does in the SQLite store.
+                with contextlib.suppress(StoreError, KeyError, TypeError, ValueError):
+                    out.append(comparison_from_dict(self._parse(record, "comparison")))
+            return out
 
     def shards(self, shard_run: str) -> list[Comparison]:
         """Every stored shard comparison of one sharded run (``--shard-run``)."""
