@@ -281,25 +281,20 @@ class Group:
             profile=kept.get("profile", record.profile),
             callgrind=kept.get("callgrind", record.callgrind),
         )
-        if done != b.record:  # saved before a differential is taken: a stop keeps them
-            b.record = done
-            b.save()
+        # Saved as it stands before each differential is taken: a stop keeps the others.
+        b.adopt(done)
         if self.settings.profile and "profile" not in kept:
             self.say(f"profile: {record.regime} {ends[0].short} → {ends[1].short} (py-spy)")
             from perfctl.jobs.bisect_profile import profile_ends
 
             link = profile_ends(self.config, record.regime, *ends, self.settings.compare.regimes)
-            b.record = done = replace(done, profile=link)
-            b.save()  # kept, whatever the next differential does
+            b.adopt(done := replace(done, profile=link))
         counted = self.settings.compare.schedule.measure == "instructions"
         if self.settings.profile and counted and "callgrind" not in kept:
             from perfctl.jobs.bisect_profile import callgrind_ends
 
             link = callgrind_ends(self.config, done, ends, self.settings.compare, self.say)
-            done = replace(done, callgrind=link)
-        if done != b.record:
-            b.record = done
-            b.save()
+            b.adopt(done := replace(done, callgrind=link))
         return done
 
 

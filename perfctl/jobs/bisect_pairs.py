@@ -272,7 +272,7 @@ class Pairs:
         """Why ``c``'s processes may not join this call's ("" when they may): they must be
         interleaved as one, of this signal, measured alike and on a machine with this
         one's fingerprint (a shared store holds other runners' comparisons too)."""
-        if c.settings.get("from_store") or c.settings.get("merged_from"):
+        if not c.measured or c.settings.get("merged_from"):
             return "recomputed or merged, not measured interleaved as one"
         if c.settings.get("measure", "time") != self.measure_kind:
             # another signal: instructions are no evidence about time

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perfctl.config import Config
 from perfctl.jobs.compare import Progress
+from perfctl.jobs.instructions import KEYS
 from perfctl.jobs.settings import CompareSettings
 from perfctl.model import OK, Comparison, RefInfo
 from perfctl.stats.bisection import Bisection, ProfileLink, StepKind
@@ -46,11 +47,11 @@ def _signed_us(seconds: float) -> str:
     return f"{seconds * 1e6:+.2f} µs"
 
 
-# The callgrind link's files: ProfileLink key → RegimeComparison.artifacts key.
+# The callgrind link's files: ProfileLink key → the artefact key a comparison links.
 _CALLGRIND_FILES = {
-    "diff_svg": "instructions_diff_flamegraph",
-    "diff_reverse_svg": "instructions_diff_flamegraph_reverse",
-    "functions_json": "instructions_functions",
+    "diff_svg": KEYS["flame"],
+    "diff_reverse_svg": KEYS["reverse"],
+    "functions_json": KEYS["functions"],
 }
 
 

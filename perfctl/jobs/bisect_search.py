@@ -148,6 +148,12 @@ class Searcher:
         self.save()
         return self.record
 
+    def adopt(self, record: Bisection) -> None:
+        """Make ``record`` this search's record, saved when it changed anything."""
+        if record != self.record:
+            self.record = record
+            self.save()
+
     def save(self) -> None:
         """Write the record as it stands (after every step)."""
         from perfctl.store.bisects import save_bisection
