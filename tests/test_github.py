@@ -193,7 +193,9 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
     server = _Server(("127.0.0.1", 0), _Handler)
     server.gh = FakeGitHub()
     server.gh.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits up to one poll interval (0.5 s by default), and
+    # some ninety tests start and stop this server.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield server.gh
