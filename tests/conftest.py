@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -168,6 +169,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(tier)
         if tier == "e2e":
             item.add_marker("slow")
+    _heaviest_modules_first(items)
+
+
+def _heaviest_modules_first(items: list[pytest.Item]) -> None:
+    """Modules with the most e2e tests first, each module's tests kept in order.
+
+    pytest-xdist (--dist loadscope) hands each module to one worker, and by default
+    the modules with the most tests first: the demo's one 80 s test came last and
+    left the other worker idle for a minute. With --no-loadscope-reorder (pyproject)
+    it follows this order, and the hundreds of short unit tests fill the tail.
+    """
+    module = {id(i): i.nodeid.split("::", 1)[0] for i in items}
+    weight: collections.Counter[str] = collections.Counter(
+        module[id(i)] for i in items if i.get_closest_marker("e2e")
+    )
+    first = {m: n for n, m in reversed(list(enumerate(module[id(i)] for i in items)))}
+    items.sort(key=lambda i: (-weight[module[id(i)]], first[module[id(i)]]))
 
 
 @pytest.fixture(autouse=True)
