@@ -131,7 +131,7 @@ def main() -> None:
         files = (tmp / "regimes.py",)
         infos = {i.name: i for i in discovery.probe(Path(sys.executable), list(files), cwd=tmp)}
         worker = runner.Worker(Path(sys.executable), tmp, {}, files)
-        loops, why = counters.loops_for([worker], infos["base"], tmp / "cal.log")
+        loops, why = counters.loops_for([worker], infos["base"], tmp / "cal.log", "instructions")
         print(f"load average {os.getloadavg()[0]:.1f}; N = {loops} loops; valgrind "
               f"{counters.require_valgrind()}")  # fmt: skip
         vals: dict[str, list[float]] = {"base": [], "plus1": []}
@@ -152,7 +152,8 @@ def main() -> None:
         ab = [(rng.sample(b, 3), rng.sample(h, 3)) for _ in range(args.splits)]
         print(f"A/A verdicts (3 vs 3, resampled from {len(b)} processes): {_tally(aa)}")
         print(f"+1% verdicts (3 vs 3, resampled): {_tally(ab)}")
-        _memory(worker, infos, loops, tmp, args, rng)
+        mem_loops, _ = counters.loops_for([worker], infos["keep5"], tmp / "cal.log", "memory")
+        _memory(worker, infos, mem_loops, tmp, args, rng)
         py = statistics.median(_pyperf_seconds(worker, infos["base"], tmp) for _ in range(3))
         cg = statistics.median(secs)
         print(f"cost: {cg:.2f} s per counter value vs {py:.2f} s per pyperf worker "

@@ -139,7 +139,7 @@ def test_a_failed_process_is_never_lost_whatever_ran_beside_it(
         return ran
 
     monkeypatch.setattr(counters.batch, "call_all", call_all)
-    monkeypatch.setattr(counters, "loops_for", lambda workers, info, log: (10, ""))
+    monkeypatch.setattr(counters, "loops_for", lambda workers, info, log, measure: (10, ""))
     jobs = [(worker, tmp_path / f"v{n}", tmp_path / "side.log") for n in range(3)]
     got = counters.samples(measure, info, 10, jobs)
     assert got[0] is not None and not got[0].ok and "the regime broke" in got[0].reason
@@ -167,6 +167,36 @@ def test_the_peak_is_the_loops_own_not_the_readings() -> None:
     figures = memory_figures(run, 50, 1)
     assert 1024 <= figures["peak_traced_bytes"] < 10_000, figures
     assert figures["alloc_blocks_per_op"] == 0  # the cache was the first loops'
+
+
+@pytest.mark.parametrize(
+    ("measure", "calibrated", "want_loops", "want_min_time"),
+    [
+        ("instructions", 1, 1, 0.002),  # 2 ms or more a call: it warms within one
+        ("instructions", 2, 8, 0.002),  # shorter: at least 8 warming loops
+        ("instructions", 32, 32, 0.002),
+        ("memory", 4, 8, 0.01),
+    ],
+)
+def test_loop_count_outlasts_warming_and_memory_keeps_ten_ms(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    measure: str,
+    calibrated: int,
+    want_loops: int,
+    want_min_time: float,
+) -> None:
+    asked: list[float] = []
+
+    def calibrate(worker: object, info: object, *, min_time: float, **kw: object) -> object:
+        asked.append(min_time)
+        return runner.Outcome(ok=True, loops=calibrated)
+
+    monkeypatch.setattr(runner, "calibrate", calibrate)
+    worker = runner.Worker(Path(sys.executable), tmp_path, {}, ())
+    info = RegimeInfo("r", "f", {}, 1, None, (), "", "")
+    assert counters.loops_for([worker], info, tmp_path / "log", measure) == (want_loops, "")
+    assert asked == [want_min_time]
 
 
 def test_counter_jobs_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

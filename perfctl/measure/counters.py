@@ -44,12 +44,17 @@ MEASURES = ("time", "instructions", "memory")
 UNITS = {"time": "s", "instructions": "instructions/op", "memory": "blocks/op"}
 BAND = 0.005  # counters are near-deterministic: a 0.5% noise band by default
 PROCESSES = 3  # processes per side (a value each): enough when the CV is ~0
-# Native seconds of the N loops; callgrind runs them ~50-100x slower. The
-# subtraction is exact whatever N is, so N only has to outlast warming (the
-# adaptive interpreter specialises within a few calls): 10 ms made the loops
-# about half of a counter process's time, 2 ms gives the same counts (0.03% apart
-# for a regime that allocates, to the instruction for one that does not).
-MIN_TIME = 0.002
+# Native seconds of the N loops. Under callgrind the subtraction is exact whatever
+# N is, so N has only to outlast warming: at 10 ms the loops were about half of a
+# counter process's instructions (a quarter of its time); 2 ms gave the same counts
+# (benchmarks/README.md). Memory keeps 10 ms: it runs natively, so fewer loops would
+# save nothing and let a one-off allocation weigh more in blocks/op.
+MIN_TIME = {"instructions": 0.002, "memory": 0.01}
+# At least this many warming loops for a regime shorter than MIN_TIME: CPython
+# specialises a function's code after about eight calls, so loops N+1..2N are
+# specialised. A regime of MIN_TIME or more per call keeps N = 1: its own inner
+# work warms within the first call, and more calls would only multiply its cost.
+MIN_LOOPS = 8
 LOOPS_WIDTH = 12
 HASH_SEED = "0"
 # valgrind's own complaints: the regime cannot run under it (not a regime bug).
@@ -257,14 +262,16 @@ def sample(
     return got
 
 
-def loops_for(workers: list[runner.Worker], info: RegimeInfo, log: Path) -> tuple[int, str]:
+def loops_for(
+    workers: list[runner.Worker], info: RegimeInfo, log: Path, measure: str
+) -> tuple[int, str]:
     """A loop count N worth ``MIN_TIME`` native seconds (first side that can run), or why not."""
     reason = ""
     for worker in workers:
         timeout = info.timeout or runner.DEFAULT_TIMEOUT
-        out = runner.calibrate(worker, info, min_time=MIN_TIME, log=log, timeout=timeout)
+        out = runner.calibrate(worker, info, min_time=MIN_TIME[measure], log=log, timeout=timeout)
         if out.ok:
-            return out.loops, ""
+            return (out.loops if out.loops == 1 else max(out.loops, MIN_LOOPS)), ""
         reason = out.reason
     return 0, reason
 
@@ -295,7 +302,7 @@ def measure_pair(
         for s in SIDES:
             data[s].ok, data[s].skipped, data[s].reason = False, True, why
         return data
-    loops, why = loops_for([workers[s] for s in SIDES], info, logs["base"])
+    loops, why = loops_for([workers[s] for s in SIDES], info, logs["base"], sched.measure)
     if not loops:
         for s in SIDES:
             data[s].ok, data[s].reason = False, why
@@ -342,7 +349,7 @@ def measure_run(
     skip = skip_reason(info, measure)
     if skip:
         return runner.Outcome(ok=False, reason=skip, skipped=True)
-    loops, why = loops_for([worker], info, log)
+    loops, why = loops_for([worker], info, log, measure)
     if not loops:
         return runner.Outcome(ok=False, reason=why)
     values: list[tuple[float, ...]] = []
