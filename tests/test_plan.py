@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from perfctl.plan.update import (
     update_plan,
 )
 from perfctl.store.local import open_store
+from tests.conftest import GitRepo, run_cli
 from tests.fakes import Dist, FakeExecutor
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -192,13 +194,27 @@ def phase2_rows(sum_after: float = 8.5):
     ]
 
 
+@pytest.fixture(scope="module")
+def _synthetic_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """`synthetic`, made once for the module (three commits, two stored comparisons and
+    a `plan init`: half a second), and copied for each test that changes it."""
+    path = tmp_path_factory.mktemp("plan-template") / "proj"
+    path.mkdir()
+    repo = GitRepo(path)
+    repo.git("init", "-q", "-b", "main")
+    refs = make_project(repo)
+    store(repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", phase1_rows())
+    store(repo, refs, "phase-1", "phase-2", "2026-02-12T13:00:00+00:00", phase2_rows())
+    assert run_cli("plan", "init", "PLAN.md", cwd=path).returncode == 0
+    return path, refs
+
+
 @pytest.fixture
-def synthetic(git_repo, cli):
+def synthetic(git_repo, _synthetic_template):
     """A repo with phases 1-2 committed and stored comparisons, and an initialised plan."""
-    refs = make_project(git_repo)
-    store(git_repo, refs, "phase-0", "phase-1", "2026-02-11T13:00:00+00:00", phase1_rows())
-    store(git_repo, refs, "phase-1", "phase-2", "2026-02-12T13:00:00+00:00", phase2_rows())
-    assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
+    template, refs = _synthetic_template
+    shutil.rmtree(git_repo.path)
+    shutil.copytree(template, git_repo.path, symlinks=True)
     return git_repo, refs
 
 
