@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -32,7 +36,7 @@ from perfctl.render import bisect as render_bisect
 from perfctl.stats import bisection, verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
 from perfctl.store.bisects import load_bisection
-from tests.conftest import GitRepo, run_cli
+from tests.conftest import GitRepo, default_signals, run_cli
 
 G, B, U, S = Likeness.GOOD, Likeness.BAD, Likeness.UNKNOWN, Likeness.SKIPPED
 
@@ -1051,6 +1055,50 @@ def test_bisect_without_a_regression_says_so(history: tuple[GitRepo, list[str]])
     ), proc.stdout
     assert "| ends |" in proc.stdout  # the figures of the one comparison made
     assert "| 1 |" not in proc.stdout  # no step was measured
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_bisection_stops_cleanly_and_leaves_the_store_whole(
+    history: tuple[GitRepo, list[str]],
+) -> None:
+    repo, shas = history
+    # Another selection than the tests above (`work` alone, from c5): its ends are
+    # measured anew, so workers are running when the signal comes.
+    argv = [sys.executable, "-m", "perfctl", "bisect", shas[5], "bad", "-r", "work", *QUICK]
+    proc = subprocess.Popen(
+        argv, cwd=repo.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_signals,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _workers_of(repo):
+        assert proc.poll() is None, proc.communicate()[1]
+        time.sleep(0.05)
+    time.sleep(0.5)  # inside the measurement loop
+    proc.send_signal(signal.SIGINT)  # Ctrl-C from a terminal
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Error: interrupted" in err and "Hint:" in err and "Traceback" not in err
+    assert _workers_of(repo) == ""
+    state = repo.path / ".perfctl"
+    for record in state.rglob("*.json"):
+        json.loads(record.read_text())  # every stored record is whole
+    listed = repo.git("worktree", "list", "--porcelain")
+    assert "prunable" not in listed and "locked" not in listed, listed
+    for line in listed.splitlines():
+        if line.startswith("worktree "):
+            assert Path(line.split(" ", 1)[1]).is_dir(), listed
+    # The store still lists: the tests after this one read it.
+    for listing in ("runs", "comparisons"):
+        shown = run_cli(listing, "--format", "json", cwd=repo.path)
+        assert shown.returncode == 0 and isinstance(json.loads(shown.stdout), list), shown.stderr
+
+
+def _workers_of(repo: GitRepo) -> str:
+    """PIDs of benchmark workers measuring this repository's regimes."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"perfctl-regime.*{repo.path}"], capture_output=True, text=True
+    )
+    return found.stdout.strip()
 
 
 def test_bisect_usage_errors(history: tuple[GitRepo, list[str]]) -> None:
