@@ -98,6 +98,15 @@ def run_cli(
     )
 
 
+def worker_pids(path: Path) -> list[int]:
+    """PIDs of benchmark workers measuring regimes under ``path`` (their command lines
+    name the regime and its file)."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"perfctl-regime.*{path}"], capture_output=True, text=True
+    )
+    return [int(p) for p in found.stdout.split()]
+
+
 @pytest.fixture
 def cli():
     """The run_cli helper as a fixture."""
@@ -180,12 +189,14 @@ def _heaviest_modules_first(items: list[pytest.Item]) -> None:
     left the other worker idle for a minute. With --no-loadscope-reorder (pyproject)
     it follows this order, and the hundreds of short unit tests fill the tail.
     """
-    module = {id(i): i.nodeid.split("::", 1)[0] for i in items}
-    weight: collections.Counter[str] = collections.Counter(
-        module[id(i)] for i in items if i.get_closest_marker("e2e")
-    )
-    first = {m: n for n, m in reversed(list(enumerate(module[id(i)] for i in items)))}
-    items.sort(key=lambda i: (-weight[module[id(i)]], first[module[id(i)]]))
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    weight = collections.Counter(module(i) for i in items if i.get_closest_marker("e2e"))
+    # A stable sort: pytest collects module by module, so modules of one weight keep
+    # their order and each module's tests stay together, in order.
+    items.sort(key=lambda i: -weight[module(i)])
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ from perfctl.render import bisect as render_bisect
 from perfctl.stats import bisection, verdicts
 from perfctl.stats.bisection import Likeness, Outcome, StepKind, classify, halfway
 from perfctl.store.bisects import load_bisection
-from tests.conftest import GitRepo, default_signals, run_cli
+from tests.conftest import GitRepo, default_signals, run_cli, worker_pids
 
 G, B, U, S = Likeness.GOOD, Likeness.BAD, Likeness.UNKNOWN, Likeness.SKIPPED
 
@@ -1070,7 +1070,7 @@ def test_ctrl_c_during_a_bisection_stops_cleanly_and_leaves_the_store_whole(
         preexec_fn=default_signals,
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _workers_of(repo):
+    while time.monotonic() < deadline and not worker_pids(repo.path):
         assert proc.poll() is None, proc.communicate()[1]
         time.sleep(0.05)
     time.sleep(0.5)  # inside the measurement loop
@@ -1078,7 +1078,7 @@ def test_ctrl_c_during_a_bisection_stops_cleanly_and_leaves_the_store_whole(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Error: interrupted" in err and "Hint:" in err and "Traceback" not in err
-    assert _workers_of(repo) == ""
+    assert worker_pids(repo.path) == []
     state = repo.path / ".perfctl"
     for record in state.rglob("*.json"):
         json.loads(record.read_text())  # every stored record is whole
@@ -1091,14 +1091,6 @@ def test_ctrl_c_during_a_bisection_stops_cleanly_and_leaves_the_store_whole(
     for listing in ("runs", "comparisons"):
         shown = run_cli(listing, "--format", "json", cwd=repo.path)
         assert shown.returncode == 0 and isinstance(json.loads(shown.stdout), list), shown.stderr
-
-
-def _workers_of(repo: GitRepo) -> str:
-    """PIDs of benchmark workers measuring this repository's regimes."""
-    found = subprocess.run(
-        ["pgrep", "-f", f"perfctl-regime.*{repo.path}"], capture_output=True, text=True
-    )
-    return found.stdout.strip()
 
 
 def test_bisect_usage_errors(history: tuple[GitRepo, list[str]]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GitRepo, default_signals, run_cli
+from tests.conftest import GitRepo, default_signals, run_cli, worker_pids
 
 pytestmark = pytest.mark.slow
 
@@ -326,14 +326,6 @@ def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:
     assert run_cli("runs", "--format", "json", cwd=repo.path).stdout.strip() == "[]"
 
 
-def _workers_of(repo: GitRepo) -> str:
-    """PIDs of benchmark workers measuring this repository's regimes."""
-    found = subprocess.run(
-        ["pgrep", "-f", f"perfctl-regime.*{repo.path}"], capture_output=True, text=True
-    )
-    return found.stdout.strip()
-
-
 @pytest.mark.parametrize(
     ("sig", "code", "said"),
     [(signal.SIGINT, 130, "Error: interrupted\n"), (signal.SIGTERM, 143, "(SIGTERM)")],
@@ -351,7 +343,7 @@ def test_ctrl_c_or_sigterm_stops_cleanly_and_leaves_no_workers(
         preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _workers_of(repo):
+    while time.monotonic() < deadline and not worker_pids(repo.path):
         assert proc.poll() is None, proc.communicate()[1]
         time.sleep(0.05)
     time.sleep(0.5)  # inside the measurement loop
@@ -359,7 +351,7 @@ def test_ctrl_c_or_sigterm_stops_cleanly_and_leaves_no_workers(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert said in err and "Hint:" in err and "Traceback" not in err
-    assert _workers_of(repo) == ""
+    assert worker_pids(repo.path) == []
     for record in runs_dir.glob("*/run.json"):
         json.loads(record.read_text())  # every stored record is whole
 

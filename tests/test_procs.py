@@ -16,7 +16,7 @@ import pytest
 from perfctl.errors import RegimeLoadError
 from perfctl.measure import procs
 from perfctl.regimes import discovery
-from tests.conftest import GitRepo, default_signals
+from tests.conftest import GitRepo, default_signals, worker_pids
 
 pytestmark = [
     pytest.mark.skipif(
@@ -145,13 +145,6 @@ def hangs():
 """
 
 
-def _workers_of(marker: Path) -> list[int]:
-    found = subprocess.run(
-        ["pgrep", "-f", f"perfctl-regime.*{marker}"], capture_output=True, text=True
-    )
-    return [int(p) for p in found.stdout.split()]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["compare", "run"])
 def test_sigkill_of_perfctl_leaves_no_worker(git_repo: GitRepo, command: str) -> None:
@@ -169,15 +162,15 @@ def test_sigkill_of_perfctl_leaves_no_worker(git_repo: GitRepo, command: str) ->
     )
     marker = git_repo.path / "hang.py"
     deadline = time.monotonic() + 120
-    while not _workers_of(marker) and time.monotonic() < deadline:
+    while not worker_pids(marker) and time.monotonic() < deadline:
         assert proc.poll() is None
         time.sleep(0.1)
     time.sleep(1.0)  # pyperf's master has started its worker (perfctl run)
-    workers = _workers_of(marker)
+    workers = worker_pids(marker)
     assert workers
     os.kill(proc.pid, signal.SIGKILL)  # perfctl alone: its workers get no signal from us
     proc.wait()
-    assert gone_within(workers), _workers_of(marker)
+    assert gone_within(workers), worker_pids(marker)
 
 
 # perfctl building a ref with a custom `build` command, stopped like a cancelled CI job.
