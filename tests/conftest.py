@@ -1,20 +1,20 @@
-"""Shared test helpers: real temporary git repos and a real CLI subprocess."""
+"""Shared test helpers: real temporary git repos and the real CLI."""
 
 from __future__ import annotations
 
-import collections
 import os
 import subprocess
 import sys
 import textwrap
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import inprocess
+
 # The session's PostgreSQL server fixtures (pg_server, pg_url) for the shared-store tests.
-pytest_plugins = ("tests.pg",)
+pytest_plugins = ("tests.pg", "tests.tiers")
 
 # Each pytest-xdist worker has a CPU of its own: counter processes side by side would
 # take the other worker's CPU from under its wall-time measurements, in bursts. The
@@ -82,19 +82,19 @@ def git_repo(tmp_path: Path) -> GitRepo:
 def run_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `perfctl` CLI as a subprocess (python -m perfctl)."""
+    """Run the real `perfctl` CLI: its entry point in this process in the cli tier, a
+    `python -m perfctl` subprocess in the e2e tier (or everywhere, with
+    PERFCTL_TEST_CLI=process)."""
     # The terminal size of whoever started pytest (pytest-xdist's workers set
     # COLUMNS=80) must not decide how wide a piped table is; a test sets it to ask.
     inherited = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     full_env = {**inherited, **GIT_ENV, **(env or {})}
     full_env.pop("PYTHONPATH", None) if env is None or "PYTHONPATH" not in env else None
+    argv = [sys.executable, "-m", "perfctl", *args]
+    if inprocess.ENABLED[0] and os.environ.get("PERFCTL_TEST_CLI") != "process":
+        return inprocess.run(argv, cwd=cwd, env=full_env, timeout=timeout)
     return subprocess.run(
-        [sys.executable, "-m", "perfctl", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -126,79 +126,6 @@ def default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-# -- test tiers (README, Development) -----------------------------------------------
-# unit: in-process, no perfctl/pyperf/py-spy process (git for a temporary repository
-# is allowed); cli: the real CLI or other tools as subprocesses, nothing measured;
-# e2e (alias slow): real measurements. A test that names no tier gets one here.
-_CLI_FIXTURES = frozenset({"cli", "git_repo"})
-_CLI_NAMES = frozenset({"run_cli", "subprocess", "Popen"})
-# git for a temporary repository; uname and file are how the platform module asks.
-_UNIT_TOOLS = frozenset({"git", "uname", "file"})
-
-
-def _names(fn: object) -> set[str]:
-    """Global and attribute names a function uses, comprehensions and inner functions included."""
-    code = getattr(fn, "__code__", fn)
-    if not isinstance(code, types.CodeType):
-        return set()
-    inner = (_names(c) for c in code.co_consts if isinstance(c, types.CodeType))
-    return set(code.co_names).union(*inner)
-
-
-def _starts_processes(item: pytest.Item) -> bool:
-    """Whether the test, or a helper of its module that it calls, runs subprocesses."""
-    if _CLI_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
-    names = _names(getattr(item, "function", None))
-    module = vars(getattr(item, "module", None) or object())
-    helpers = (_names(module.get(n)) for n in names if callable(module.get(n)))
-    return bool(_CLI_NAMES & names) or any(_CLI_NAMES & h for h in helpers)
-
-
-def _tier(item: pytest.Item) -> str:
-    marks = {m.name for m in item.iter_markers()}
-    # A gpu test measures a real device, and the CUDA libraries may start processes as
-    # they load (on an H200 the unit tier's guard failed CuPy's probe: "no GPU", skipped).
-    if marks & {"e2e", "slow", "gpu"}:
-        return "e2e"
-    if marks & {"cli", "browser"}:  # headless Chromium is a real process too
-        return "cli"
-    if "unit" in marks:
-        return "unit"
-    return "cli" if _starts_processes(item) else "unit"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give every test exactly one tier; e2e and slow mark the same tests."""
-    for item in items:
-        tier = _tier(item)
-        declared = {m.name for m in item.iter_markers()} & {"unit", "cli", "e2e"}
-        if declared - {tier}:  # `-m cli` would select an e2e test too
-            raise pytest.UsageError(f"{item.nodeid}: marked {sorted(declared)}, tier {tier}")
-        item.add_marker(tier)
-        if tier == "e2e":
-            item.add_marker("slow")
-    _heaviest_modules_first(items)
-
-
-def _heaviest_modules_first(items: list[pytest.Item]) -> None:
-    """Modules with the most e2e tests first, each module's tests kept in order.
-
-    pytest-xdist (--dist loadscope) hands each module to one worker, and by default
-    the modules with the most tests first: the demo's one 80 s test came last and
-    left the other worker idle for a minute. With --no-loadscope-reorder (pyproject)
-    it follows this order, and the hundreds of short unit tests fill the tail.
-    """
-
-    def module(item: pytest.Item) -> str:
-        return item.nodeid.split("::", 1)[0]
-
-    weight = collections.Counter(module(i) for i in items if i.get_closest_marker("e2e"))
-    # A stable sort: pytest collects module by module, so modules of one weight keep
-    # their order and each module's tests stay together, in order.
-    items.sort(key=lambda i: -weight[module(i)])
-
-
 @pytest.fixture(autouse=True)
 def _no_isolated_cpus(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -208,26 +135,3 @@ def _no_isolated_cpus(
     from perfctl.measure import machine
 
     monkeypatch.setattr(machine, "ISOLATED", tmp_path_factory.getbasetemp() / "no-isolated-cpus")
-
-
-@pytest.fixture(autouse=True)
-def _unit_tests_start_no_processes(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A unit test that starts anything but git fails: mark it `cli` (or `e2e`)."""
-    if _tier(request.node) != "unit":
-        return
-    from perfctl.measure import machine
-
-    # The machine fingerprint asks nvidia-smi, a process, where there is one: in a unit
-    # test this machine has no GPU (tests that want some patch gpus themselves).
-    monkeypatch.setattr(machine, "gpus", lambda: ())
-    real = subprocess.Popen.__init__
-
-    def guarded(self: subprocess.Popen[bytes], args: object, *a: object, **kw: object) -> None:
-        argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)  # type: ignore[call-overload]
-        if Path(os.fsdecode(argv[0])).name not in _UNIT_TOOLS:
-            raise AssertionError(f"a unit test started {argv[0]!r}: mark the test cli or e2e")
-        real(self, args, *a, **kw)  # type: ignore[call-overload]
-
-    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)

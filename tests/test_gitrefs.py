@@ -398,6 +398,7 @@ def test_perfctl_output_in_the_checkout_is_not_a_change(repo: GitRepo) -> None:
     assert changed.ref.dirty and changed.key != before.key
 
 
+@pytest.mark.fresh_process  # GitPython is imported already in this process
 @pytest.mark.parametrize(
     "command", [["compare", "HEAD~1", "HEAD"], ["ci"], ["bisect", "v1.0", "HEAD", "-r", "x"]]
 )

@@ -275,6 +275,7 @@ def test_credentials_are_cleaned_from_git_messages() -> None:
     )
 
 
+@pytest.mark.fresh_process  # a lock is a process's own: this one must be another
 def test_sync_waits_for_the_project_lock_only_as_long_as_asked(tmp_path: Path) -> None:
     from perfctl.store.lock import project_lock
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -103,11 +104,19 @@ HOLDER = textwrap.dedent("""
 
 
 @pytest.mark.cli  # real processes
-def test_sigkill_of_perfctl_kills_child_and_the_sweep_takes_the_rest(tmp_path: Path) -> None:
+def test_sigkill_of_perfctl_kills_child_and_the_sweep_takes_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scratch_note, pidfile = tmp_path / "scratch", tmp_path / "pid"
+    # A temporary folder of its own: any perfctl starting meanwhile (another test's, in
+    # another worker) sweeps /tmp and would take the orphans before this test looks.
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, FORKS, str(scratch_note), str(pidfile)],
         start_new_session=True,
+        env={**os.environ, "TMPDIR": str(private)},
     )
     grandchild = int(wait_for_file(pidfile))
     scratch = Path(wait_for_file(scratch_note))

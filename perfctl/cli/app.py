@@ -6,13 +6,18 @@ Every command module in this package exposes ``register(app)``; heavy imports
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from perfctl import __version__
 from perfctl.cli import common
+
+if TYPE_CHECKING:
+    import click
 
 
 def _no_placeholder_for_flags() -> None:
@@ -70,10 +75,21 @@ def _root(
 
 
 def _register_all() -> None:
+    if app.registered_commands:  # registered already, in this process
+        return
     from perfctl.cli import bisect, compare, demo, measure, plan, profile, publish, report
 
     for module in (measure, compare, bisect, profile, report, plan, publish, demo):
         module.register(app)
+
+
+@functools.cache
+def _command() -> click.Command:
+    """The click command tree, built once per process: typer evaluates every command's
+    type hints to build it (~50 ms), and a process that calls main() again (the cli
+    tests do, hundreds of times) need not pay that again."""
+    _register_all()
+    return typer.main.get_command(app)
 
 
 def _usage_error(exc: Exception) -> int:
@@ -87,13 +103,15 @@ def _usage_error(exc: Exception) -> int:
 
 def main() -> None:
     """Console-script entry point with uniform error handling."""
-    _register_all()
+    command = _command()
     common.stop_cleanly_on_signals()
     from perfctl.measure import procs
 
     procs.sweep()  # what a killed perfctl left: its children's groups, its scratch folders
     try:
-        rv = app(standalone_mode=False)
+        # typer's app(...) builds this same command and calls it; its only other work
+        # is pretty tracebacks, which perfctl turns off.
+        rv = command(standalone_mode=False)
         # A signal whose exception Python swallowed is still a stop, unless the command
         # already ended on it with its own message and code (profile's, say).
         lost = common.swallowed_signal()
