@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from perfctl.stats import paired, shape
 
@@ -16,6 +15,8 @@ def _procs(means: np.ndarray) -> list[list[float]]:
 
 
 def test_null_distribution_matches_scipy_exact_p() -> None:
+    from scipy import stats as sps  # here: its 0.5 s import would be every worker's
+
     rng = np.random.default_rng(1)
     d = rng.normal(0.01, 0.02, size=12)
     cdf = paired._signed_rank_null_cdf(12)

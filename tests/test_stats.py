@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE
 from perfctl.stats import decision as stats
@@ -209,6 +208,8 @@ def test_small_samples_use_the_exact_mann_whitney_distribution() -> None:
 
 
 def test_ties_use_the_normal_approximation_with_tie_correction() -> None:
+    from scipy import stats as sps  # here: its 0.5 s import would be every worker's
+
     base = [(1.0,), (1.0,), (1.1,), (1.2,), (1.2,)]
     head = [(1.2,), (1.3,), (1.3,), (1.4,), (1.5,)]
     c = stats.compare_sides(base, head)
@@ -589,6 +590,7 @@ def test_the_fast_rank_test_agrees_with_scipy() -> None:
 
 def test_the_exact_rank_test_the_quantiles_and_spearman_agree_with_scipy() -> None:
     from scipy import special
+    from scipy import stats as sps
 
     from perfctl.stats import counters, ranks, shape
 

@@ -109,7 +109,7 @@ def probe(
         )
     except subprocess.TimeoutExpired as exc:
         raise RegimeLoadError(
-            f"importing the regimes files took over {PROBE_TIMEOUT:.0f} s",
+            f"importing the regimes files took over {PROBE_TIMEOUT:g} s",
             "importing must not run workloads; move work into the regime function",
         ) from exc
     data = _answer(proc, python)
