@@ -44,6 +44,9 @@ def _exercise(store: SqliteStore | PostgresStore, pyperf: Path) -> dict[str, obj
     c = make_comparison()
     older = replace(c, id="20251231T000000-111111", created="2025-12-31T00:00:00+00:00")
     store.save_comparison(older)
+    edited = replace(c.head, dirty=True)  # a worktree with edits: never an exact pair
+    made = "2025-12-30T00:00:00+00:00"
+    store.save_comparison(replace(c, id="20251230T000000-222222", created=made, head=edited))
     store.save_comparison(c)
     store.save_comparison(c)  # saving again replaces, never duplicates
     store.mark_pending("k1", {"base": done.id, "head": done.id})
@@ -54,7 +57,7 @@ def _exercise(store: SqliteStore | PostgresStore, pyperf: Path) -> dict[str, obj
         "comparison": store.load_comparison("20260101"),
         "listed": [x.id for x in store.list_comparisons()],
         "last": store.last_comparison().id,
-        "found": getattr(store.find_comparison("a" * 40, "b" * 40), "id", None),
+        "between": [x.id for x in store.comparisons_between("a" * 40, "b" * 40)],
         "of": [x.id for x in store.comparisons_of("b" * 40, "c" * 40)],  # either side
         "pending": store.pending("k1"),  # the run is complete: not resumable
     }
@@ -72,8 +75,11 @@ def test_round_trip_matches_the_sqlite_store(pg_url: str, tmp_path: Path) -> Non
     assert run.results[1].processes == ((5.0,),) and run.results[1].pyperf_file
     assert (tmp_path / "pgstate" / run.results[1].pyperf_file).read_text().startswith('{"version"')
     assert pg["comparison"] == make_comparison()
-    assert pg["listed"] == ["20260101T000000-abcdef", "20251231T000000-111111"]
+    assert pg["listed"] == [
+        "20260101T000000-abcdef", "20251231T000000-111111", "20251230T000000-222222"
+    ]  # fmt: skip
     assert pg["of"] == pg["listed"]  # comparisons_of: newest first, head side matched too
+    assert pg["between"] == pg["listed"][:2]  # the edited worktree's is no exact pair
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute(
             "SELECT count(*), count(DISTINCT verdict) FROM comparison_regimes "
@@ -95,7 +101,7 @@ def test_unknown_and_ambiguous_ids_and_an_empty_store(pg_url: str, tmp_path: Pat
         store.load_run("2026")
     with pytest.raises(StoreError, match="unknown run id `nope%`"):
         store.load_run("nope%")
-    assert store.find_comparison("a" * 40, "b" * 40) is None
+    assert store.comparisons_between("a" * 40, "b" * 40) == []
 
 
 def test_resume_markers_belong_to_this_machine(pg_url: str, tmp_path: Path) -> None:

@@ -42,12 +42,13 @@ def test_index_is_rebuilt_when_deleted_or_damaged(tmp_path: Path) -> None:
     store.save_comparison(comparison("20260101T000000-aaaaaa", "2026-01-01T00:00:00"))
     store.save_comparison(comparison("20260102T000000-bbbbbb", "2026-01-02T00:00:00"))
     (tmp_path / ".perfctl" / "store.sqlite").unlink()
-    found = store.find_comparison("a" * 40, "b" * 40)
-    assert found is not None and found.id == "20260102T000000-bbbbbb"
+    found = store.comparisons_between("a" * 40, "b" * 40)
+    assert [c.id for c in found] == ["20260102T000000-bbbbbb", "20260101T000000-aaaaaa"]
+    assert store.comparisons_between("b" * 40, "a" * 40) == []  # the other way round
     (tmp_path / ".perfctl" / "store.sqlite").write_bytes(b"this is not a database" * 100)
     assert [c.id for c in store.list_comparisons()][0] == "20260102T000000-bbbbbb"
     assert (tmp_path / ".perfctl" / "damaged" / "store.sqlite").is_file()
-    assert store.find_comparison("a" * 40, "b" * 40) is not None
+    assert store.comparisons_between("a" * 40, "b" * 40) != []
 
 
 def test_runs_results_and_prefixes(tmp_path: Path) -> None:
@@ -96,7 +97,7 @@ def test_damaged_records_are_named_set_aside_and_the_rest_works(
     assert f"Warning: set aside the damaged store file {cmp_json}" in err
     assert (root / "damaged" / "runs" / "20260102T000000-aaaaaa" / "run.json").is_file()
     assert (root / "damaged" / "comparisons" / cmp_json.name).is_file()
-    assert store.find_comparison("a" * 40, "b" * 40) is not None
+    assert store.comparisons_between("a" * 40, "b" * 40) != []
     # Once set aside, they are not reported again.
     store.list_runs()
     store.list_comparisons()
@@ -127,7 +128,7 @@ def test_scrambled_index_pages_are_rebuilt_from_the_files(tmp_path: Path) -> Non
         store.save_comparison(comparison(f"20260101T{i:06d}-aaaaaa", "2026-01-01T00:00:00"))
     _scramble(root / "store.sqlite")
     assert len(store.list_comparisons()) == 300
-    assert store.find_comparison("a" * 40, "b" * 40) is not None
+    assert store.comparisons_between("a" * 40, "b" * 40) != []
     assert (root / "damaged" / "store.sqlite").is_file()
 
 

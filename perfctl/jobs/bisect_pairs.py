@@ -259,12 +259,8 @@ class Pairs:
         if self.fresh:
             return None
         store = open_store(self.config.state_dir, self.config.store_url)
-        # The pair's comparisons all have ``commit`` as their head: listing its own keeps
-        # the list short (GOOD, the base of every step, is in all of them).
-        for c in store.comparisons_of(commit.sha):  # newest first
-            exact = (c.base.sha, c.head.sha) == (base.sha, commit.sha)
-            clean = not (c.base.dirty or c.head.dirty)
-            if exact and clean and not self._unpoolable(c, cs) and wanted(c):
+        for c in store.comparisons_between(base.sha, commit.sha):  # clean, newest first
+            if not self._unpoolable(c, cs) and wanted(c):
                 return c
         return None
 

@@ -190,8 +190,9 @@ class SqliteStore:
             raise StoreError("no comparison is stored yet", "run `perfctl compare BASE HEAD` first")
         return found[0]
 
-    def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None:
-        """The newest comparison of exactly these two commits, if any (via the index)."""
+    def comparisons_between(self, base_sha: str, head_sha: str) -> list[Comparison]:
+        """The comparisons of exactly base → head with neither side dirty, newest first
+        (via the index; a damaged file hides only itself)."""
         self._ids("comparisons")  # repair the index first
         rows = self._index(
             lambda db: db.execute(
@@ -200,12 +201,13 @@ class SqliteStore:
                 (base_sha, head_sha),
             ).fetchall()
         )
+        out = []
         for (cid,) in rows:
-            with contextlib.suppress(DamagedRecord):
-                c = self.load_comparison(cid)
+            with contextlib.suppress(StoreError, OSError):
+                c = self._load_comparison_file(cid)
                 if not (c.base.dirty or c.head.dirty):
-                    return c
-        return None
+                    out.append(c)
+        return out
 
     def comparisons_of(self, *shas: str) -> list[Comparison]:
         """Every comparison with one of these commits on either side, newest first."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -272,15 +272,15 @@ class PostgresStore:
             raise StoreError("no comparison is stored yet", "run `perfctl compare BASE HEAD` first")
         return comparison_from_dict(self._parse(row[0], "comparison"))
 
-    def find_comparison(self, base_sha: str, head_sha: str) -> Comparison | None:
-        """The newest clean comparison of exactly these two commits, if any."""
+    def comparisons_between(self, base_sha: str, head_sha: str) -> list[Comparison]:
+        """The comparisons of exactly base → head with neither side dirty, newest first."""
         with self._tx("reading") as db:
-            row = db.execute(
+            rows = db.execute(
                 "SELECT record FROM comparisons WHERE base_sha = %s AND head_sha = %s "
-                "AND NOT dirty ORDER BY created DESC, id DESC LIMIT 1",
+                "AND NOT dirty ORDER BY created DESC, id DESC",
                 (base_sha, head_sha),
-            ).fetchone()
-        return None if row is None else comparison_from_dict(self._parse(row[0], "comparison"))
+            )
+            return self._readable(rows)
 
     def comparisons_of(self, *shas: str) -> list[Comparison]:
         """Every comparison with one of these commits on either side, newest first."""
@@ -290,13 +290,16 @@ class PostgresStore:
                 "ORDER BY created DESC, id DESC",
                 (list(shas), list(shas)),
             )
-            out = []
-            for (record,) in rows:
-                # One record this perfctl cannot read (a newer schema from another runner,
-                # say) hides only itself, as a damaged file does in the SQLite store.
-                with contextlib.suppress(StoreError, KeyError, TypeError, ValueError):
-                    out.append(comparison_from_dict(self._parse(record, "comparison")))
-            return out
+            return self._readable(rows)
+
+    def _readable(self, rows: Iterable[tuple[Any, ...]]) -> list[Comparison]:
+        out = []
+        for (record,) in rows:
+            # One record this perfctl cannot read (a newer schema from another runner,
+            # say) hides only itself, as a damaged file does in the SQLite store.
+            with contextlib.suppress(StoreError, KeyError, TypeError, ValueError):
+                out.append(comparison_from_dict(self._parse(record, "comparison")))
+        return out
 
     def shards(self, shard_run: str) -> list[Comparison]:
         """Every stored shard comparison of one sharded run (``--shard-run``)."""
