@@ -6,7 +6,9 @@ entry point, ``perfctl.cli.app.main()``, with what a subprocess would have of it
 own: argv, environment, working directory, signal handlers, and file descriptors 1
 and 2 (the git and tools it starts write there too); all are put back afterwards.
 What a process owns beyond that (its imports, its locks) is no test's business here:
-such a test is marked ``fresh_process`` and gets a real subprocess.
+such a test is marked ``fresh_process`` and gets a real subprocess. Usage lines name
+the program `perfctl`, as the installed console script does (`python -m perfctl` in a
+subprocess).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def run(
         os.chdir(cwd)
         sys.argv = ["perfctl", *argv[3:]]
         common.SWALLOWED.clear()
-        # A hung command fails this worker loudly, as a subprocess's timeout would.
-        faulthandler.dump_traceback_later(timeout, exit=True)
+        # A hung command fails this worker loudly, as a subprocess's timeout would, its
+        # stacks shown on the stderr that was the test's.
+        faulthandler.dump_traceback_later(timeout, exit=True, file=saved_fds[1])
         try:
             app.main()
         except SystemExit as exc:

@@ -585,3 +585,42 @@ def test_counter_settings_band_rounds_and_pairing() -> None:
     assert settings_for(config=config).threshold == 0.02  # wall time keeps its band
     with pytest.raises(UsageError, match="own processes"):
         settings_for(config=config, measure="instructions", pairing="same-process")
+
+
+# What a counter worker imports runs ~50x slower under callgrind, in every process.
+HEAVY = ("dataclasses", "inspect", "typing", "hashlib", "argparse", "traceback", "json")
+
+
+@pytest.mark.cli  # a fresh interpreter: this one has imported everything
+def test_the_counter_worker_imports_stay_light(tmp_path: Path) -> None:
+    import subprocess
+
+    (tmp_path / "regimes.py").write_text(
+        "from perfctl import regime\n\n@regime\ndef r():\n    return lambda: None\n"
+    )
+    probe = (
+        "import sys\n"
+        "from perfctl.measure.workers import counters\n"
+        "from perfctl.regimes import loader\n"
+        f"defs = loader.load_files([__import__('pathlib').Path({str(tmp_path / 'regimes.py')!r})])\n"
+        "with loader.open_regime(*loader.find(defs, 'r')) as instance:\n"
+        "    counters.timed_loop(instance.run, 2)\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
+
+
+def test_the_counter_worker_refuses_a_command_line_perfctl_would_not_write() -> None:
+    from perfctl.measure.workers.counters import parse_args
+
+    good = ["--perfctl-regime", "r", "--perfctl-files", "f.py", "--mode", "instructions",
+            "--loops", "008"]  # fmt: skip
+    assert parse_args(good)["--loops"] == "008"
+    for bad in (good[:-1], [*good, "--extra", "1"], good[:-2], good[:5] + ["cycles"] + good[6:],
+                [*good[:5], "memory", *good[6:]]):  # fmt: skip
+        with pytest.raises(SystemExit):
+            parse_args(bad)

@@ -6,19 +6,24 @@ teardown and always runs) or a plain function returning ``run``. It may hand
 back ``(run, metrics)`` where ``metrics()`` returns extra named values
 (latency percentiles, bytes moved...) recorded once per worker process.
 
-This module must stay import-light: it is imported inside every worker.
+This module must stay import-light: it is imported inside every worker. Its two
+records are written out rather than made with ``dataclasses``, whose import (with
+``inspect``) and class building were a fifth of a counter worker's instructions, run
+at ~50x under callgrind in every counter process.
 """
 
 from __future__ import annotations
 
 import importlib
 import itertools
-import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Any
 
 # Regimes registered by the decorator, in definition order. Discovery snapshots
 # and resets this list around each regimes file it imports.
@@ -28,8 +33,40 @@ SUBJECTS_ENV = "PERFCTL_SUBJECTS"
 CLOCKS = ("wall", "device")
 
 
-@dataclass(frozen=True)
-class Timed:
+class _Frozen:
+    """Read-only attributes after ``__init__``, equality by value, a dataclass-like repr."""
+
+    __slots__ = ()
+
+    def _set(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: {type(self).__name__} is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: {type(self).__name__} is frozen")
+
+    def _names(self) -> tuple[str, ...]:
+        return type(self).__slots__  # each record class names its own fields
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._names())
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and params is a dict
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names())
+        return f"{type(self).__name__}({shown})"
+
+
+class Timed(_Frozen):
     """What a regime that times itself hands back (``clock="device"``).
 
     ``time_loops(loops)`` runs ``run`` ``loops`` times and returns the seconds
@@ -39,15 +76,25 @@ class Timed:
     (an L2 flush) happens inside ``time_loops``, outside the events.
     """
 
+    __slots__ = ("run", "time_loops", "metrics")
     run: Callable[[], Any]
     time_loops: Callable[[int], float]
-    metrics: Callable[[], dict[str, float]] | None = None
+    metrics: Callable[[], dict[str, float]] | None
+
+    def __init__(
+        self,
+        run: Callable[[], Any],
+        time_loops: Callable[[int], float],
+        metrics: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
+        self._set(run=run, time_loops=time_loops, metrics=metrics)
 
 
-@dataclass(frozen=True)
-class RegimeDef:
+class RegimeDef(_Frozen):
     """One decorated regime function, before param expansion."""
 
+    __slots__ = ("func", "name", "family", "ops", "params", "baseline", "requires", "timeout",
+                 "tags", "description", "source", "metrics", "clock", "max_peak")  # fmt: skip
     func: Callable[..., Any]
     name: str
     family: str
@@ -58,10 +105,36 @@ class RegimeDef:
     timeout: float | None
     tags: tuple[str, ...]
     description: str
-    source: str = ""
-    metrics: tuple[str, ...] = field(default=())
-    clock: str = "wall"
-    max_peak: int | None = None  # bytes: --measure memory's peak traced memory must stay below
+    source: str
+    metrics: tuple[str, ...]
+    clock: str
+    max_peak: int | None  # bytes: --measure memory's peak traced memory must stay below
+
+    def __init__(  # noqa: PLR0913 - the record's fields, as a dataclass would take them
+        self,
+        func: Callable[..., Any],
+        name: str,
+        family: str,
+        ops: int,
+        params: Mapping[str, Sequence[Any]],
+        baseline: str | None,
+        requires: tuple[str, ...],
+        timeout: float | None,
+        tags: tuple[str, ...],
+        description: str,
+        source: str = "",
+        metrics: tuple[str, ...] = (),
+        clock: str = "wall",
+        max_peak: int | None = None,
+    ) -> None:
+        self._set(func=func, name=name, family=family, ops=ops, params=params,
+                  baseline=baseline, requires=requires, timeout=timeout, tags=tags,
+                  description=description, source=source, metrics=metrics, clock=clock,
+                  max_peak=max_peak)  # fmt: skip
+
+    def replace(self, **changes: Any) -> RegimeDef:
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return RegimeDef(**{**{n: getattr(self, n) for n in self._names()}, **changes})
 
     def expand(self) -> list[tuple[str, dict[str, Any]]]:
         """Cartesian product of params as (full name, kwargs) pairs."""
@@ -216,6 +289,8 @@ def parse_size(size: int | str) -> int:
 def subject(family: str, default: str) -> Callable[..., Any]:
     """The factory for a family's subject: ``--subject family=module:factory``
     (passed to workers through ``PERFCTL_SUBJECTS``) or ``default``."""
+    import json
+
     overrides = json.loads(os.environ.get(SUBJECTS_ENV) or "{}")
     return load_object(overrides.get(family, default))
 

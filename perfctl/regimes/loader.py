@@ -2,23 +2,24 @@
 
 Runs inside benchmark, probe and profile workers (possibly in another ref's
 environment), so it imports nothing beyond the standard library and
-:mod:`perfctl.regimes.api`.
+:mod:`perfctl.regimes.api`; and of the standard library, nothing a counter worker
+would pay for under callgrind (hashlib, inspect, dataclasses, traceback, typing).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
-import inspect
 import sys
-import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import zlib
 from pathlib import Path
-from typing import Any
 
 from perfctl.regimes import api
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any
 
 
 class LoadFailure(Exception):
@@ -31,13 +32,15 @@ class LoadFailure(Exception):
 
 
 def _module_name(path: Path) -> str:
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    digest = f"{zlib.crc32(str(path).encode()):08x}"  # hashlib loads OpenSSL
     return f"perfctl_regimes_{path.stem}_{digest}"
 
 
 def _failure_location(path: Path, exc: BaseException) -> str:
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{exc.filename}:{exc.lineno}"
+    import traceback
+
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
         if Path(frame.filename).resolve() == path:
@@ -71,9 +74,7 @@ def load_file(path: Path) -> list[api.RegimeDef]:
 
 
 def _with_source(d: api.RegimeDef, path: Path) -> api.RegimeDef:
-    from dataclasses import replace
-
-    return replace(d, source=str(path))
+    return d.replace(source=str(path))
 
 
 def load_files(paths: Sequence[Path]) -> list[api.RegimeDef]:
@@ -129,13 +130,28 @@ def find(defs: Sequence[api.RegimeDef], name: str) -> tuple[api.RegimeDef, dict[
     raise KeyError(name)
 
 
-@dataclass
 class Instance:
     """A set-up regime: the timed callable and an optional metrics callable."""
 
-    run: Callable[[], Any]
-    metrics: Callable[[], dict[str, float]] | None = None
-    time_loops: Callable[[int], float] | None = None  # the regime's own clock (api.Timed)
+    __slots__ = ("run", "metrics", "time_loops")
+
+    def __init__(
+        self,
+        run: Callable[[], Any],
+        metrics: Callable[[], dict[str, float]] | None = None,
+        time_loops: Callable[[int], float] | None = None,  # the regime's own clock (api.Timed)
+    ) -> None:
+        self.run = run
+        self.metrics = metrics
+        self.time_loops = time_loops
+
+
+_CO_GENERATOR = 0x20  # inspect.CO_GENERATOR, without importing inspect
+
+
+def _is_generator_function(func: Callable[..., Any]) -> bool:
+    code = getattr(func, "__code__", None)
+    return code is not None and bool(code.co_flags & _CO_GENERATOR)
 
 
 def _split(handed: Any) -> Instance:
@@ -151,7 +167,7 @@ def _split(handed: Any) -> Instance:
 @contextlib.contextmanager
 def open_regime(defn: api.RegimeDef, kwargs: dict[str, Any]) -> Iterator[Instance]:
     """Set the regime up, yield its Instance, and always run its teardown."""
-    if not inspect.isgeneratorfunction(defn.func):
+    if not _is_generator_function(defn.func):
         yield _split(defn.func(**kwargs))
         return
     gen = defn.func(**kwargs)

@@ -12,6 +12,8 @@ difference is what the second N loops left allocated, free of one-time caches
 filled by the first call. Its figures are written as one JSON line to ``--out``.
 """
 
+from __future__ import annotations
+
 import sys
 
 sys.dont_write_bytecode = True
@@ -20,14 +22,16 @@ sys.dont_write_bytecode = True
 if sys.path and sys.path[0].endswith("workers"):
     del sys.path[0]
 
-import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from perfctl.regimes import loader  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 def timed_loop(run: Callable[[], Any], loops: int) -> None:
@@ -66,22 +70,42 @@ def memory_figures(run: Callable[[], Any], loops: int, ops: int) -> dict[str, fl
 
 def main() -> None:
     """Load the regime, set it up, run the loop(s) of the chosen mode, tear down."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--perfctl-regime", required=True)
-    p.add_argument("--perfctl-files", required=True)
-    p.add_argument("--mode", choices=("instructions", "memory"), required=True)
-    p.add_argument("--loops", type=int, required=True)
-    p.add_argument("--out", default=None)
-    args = p.parse_args()
-    defs = loader.load_files([Path(f) for f in args.perfctl_files.split(os.pathsep)])
-    defn, kwargs = loader.find(defs, args.perfctl_regime)
+    args = parse_args(sys.argv[1:])
+    files = [Path(f) for f in args["--perfctl-files"].split(os.pathsep)]
+    defn, kwargs = loader.find(loader.load_files(files), args["--perfctl-regime"])
+    loops = int(args["--loops"])
     with loader.open_regime(defn, kwargs) as instance:
-        if args.mode == "instructions":
-            timed_loop(instance.run, args.loops)
+        if args["--mode"] == "instructions":
+            timed_loop(instance.run, loops)
             return
-        figures = memory_figures(instance.run, args.loops, defn.ops)
-    with open(args.out, "w", encoding="utf-8") as fh:
+        figures = memory_figures(instance.run, loops, defn.ops)
+    import json
+
+    with open(args["--out"], "w", encoding="utf-8") as fh:
         fh.write(json.dumps(figures) + "\n")
+
+
+_OPTIONS = ("--perfctl-regime", "--perfctl-files", "--mode", "--loops", "--out")
+
+
+def parse_args(argv: list[str]) -> dict[str, str]:
+    """``--name value`` pairs as perfctl writes them (measure/counters.py), checked.
+
+    Not argparse: its import is instructions that every counter process would run
+    under callgrind; this command line is perfctl's own, never a person's.
+    """
+    if len(argv) % 2:
+        raise SystemExit(f"counter worker: options come in --name value pairs: {argv}")
+    args = dict(zip(argv[::2], argv[1::2], strict=True))
+    unknown = set(args) - set(_OPTIONS)
+    missing = {"--perfctl-regime", "--perfctl-files", "--mode", "--loops"} - set(args)
+    if unknown or missing or args["--mode"] not in ("instructions", "memory"):
+        raise SystemExit(
+            f"counter worker: bad options {argv} (unknown {unknown}, missing {missing})"
+        )
+    if args["--mode"] == "memory" and "--out" not in args:
+        raise SystemExit("counter worker: --mode memory needs --out")
+    return args
 
 
 if __name__ == "__main__":
