@@ -60,7 +60,8 @@ def test_a_timeout_is_none_and_kills_the_whole_group(tmp_path: Path) -> None:
     spawn = (
         "import subprocess, sys, time; "
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(p.pid)); "
+        f"__import__('os').rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep(60)"
     )
     # The timeout has to outlast the child's start-up: 1.5 s, and on a machine so busy
     # that the grandchild had not started by then, again with four times as long.

@@ -399,16 +399,19 @@ def test_gpu_marked_tests_are_in_the_e2e_tier() -> None:
 
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p",
-         "no:cacheprovider", "-m", "gpu and not e2e", __file__],
+         "no:cacheprovider", "-m", "gpu and e2e", __file__],
         capture_output=True, text=True, cwd=Path(__file__).parents[1], check=False,
     )  # fmt: skip
-    assert proc.returncode == 5, proc.stdout + proc.stderr  # 5: none collected
-    marked = [
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collected = sorted(
+        {ln.split("::")[1].split("[")[0] for ln in proc.stdout.splitlines() if "::" in ln}
+    )
+    marked = sorted(
         name
         for name, fn in globals().items()
         if name.startswith("test_") and any(m.name == "gpu" for m in getattr(fn, "pytestmark", []))
-    ]
-    assert len(marked) == 2, marked  # so that the run above had gpu tests to leave out
+    )
+    assert collected == marked and len(marked) == 2  # every gpu test, in the e2e tier
 
 
 @pytest.mark.parametrize(

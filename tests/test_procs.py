@@ -83,7 +83,8 @@ def test_probe_timeout_kills_what_the_probe_started(
     regimes = tmp_path / "slow_import.py"
     regimes.write_text(
         "import subprocess, time\n"
-        f"p = subprocess.Popen(['sleep', '300'])\nopen({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        f"p = subprocess.Popen(['sleep', '300'])\nopen({str(pidfile)!r} + '.tmp', 'w').write(str(p.pid))\n"
+        f"import os; os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r})  # whole or absent\n"
         "time.sleep(300)\n"
     )
     # The timeout has to outlast the probe's start-up: 1.5 s, and on a machine so busy

@@ -45,6 +45,13 @@ def test_index_is_rebuilt_when_deleted_or_damaged(tmp_path: Path) -> None:
     found = store.comparisons_between("a" * 40, "b" * 40)
     assert [c.id for c in found] == ["20260102T000000-bbbbbb", "20260101T000000-aaaaaa"]
     assert store.comparisons_between("b" * 40, "a" * 40) == []  # the other way round
+    edited = comparison("20251231T000000-cccccc", "2025-12-31T00:00:00")
+    store.save_comparison(
+        dataclasses.replace(edited, head=dataclasses.replace(edited.head, dirty=True))
+    )
+    assert [c.id for c in store.comparisons_between("a" * 40, "b" * 40)] == [
+        "20260102T000000-bbbbbb", "20260101T000000-aaaaaa"
+    ]  # fmt: skip  # a worktree with edits is no exact pair
     (tmp_path / ".perfctl" / "store.sqlite").write_bytes(b"this is not a database" * 100)
     assert [c.id for c in store.list_comparisons()][0] == "20260102T000000-bbbbbb"
     assert (tmp_path / ".perfctl" / "damaged" / "store.sqlite").is_file()

@@ -31,6 +31,11 @@ from tests.tiers import _selects_no_e2e
         ("not e2e or gpu", False),
         ("browser", False),  # known to be cli only by the tiers, not by its markers
         ("slow(reason=1)", False),  # pytest's own syntax: assume it may
+        ("not True", False),  # to pytest, True, a+b, a/b and 1 are marker names
+        ("not e2e+e2e", False),
+        ("not e2e/slow", False),
+        ("not 1", False),
+        ("e2e if unit else cli", False),
     ],
 )
 def test_only_a_selection_without_e2e_tests_gets_more_workers(markexpr: str, no_e2e: bool) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import collections
 import itertools
+import keyword
 import os
+import re
 import subprocess
 import types
 from pathlib import Path
@@ -112,11 +114,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def _selects_no_e2e(markexpr: str) -> bool:
     """Whether the `-m` expression is false for every e2e test (marked e2e and slow, and
     never unit or cli), whatever its other markers."""
+    # Read as Python only where Python reads it as pytest does: marker names, and, or,
+    # not, parentheses (pytest takes `True`, `a+b`, `1` or `if` for marker names).
+    words = re.findall(r"\w+", markexpr)
+    plain = re.fullmatch(r"[\w\s()]+", markexpr) is not None and all(
+        w in ("and", "or", "not") or (w.isidentifier() and not keyword.iskeyword(w)) for w in words
+    )
+    if not plain:
+        return False  # empty, or beyond plain names (`mark(arg=1)`): assume it may
     try:
         code = compile(markexpr, "<-m>", "eval")
-    except (SyntaxError, ValueError):
-        return False  # empty, or pytest's own syntax (`mark(arg=1)`): assume it may
-    if not all(isinstance(c, str | int | type(None)) for c in code.co_consts):
+    except SyntaxError:
         return False
     tiers = {"e2e": True, "slow": True, "unit": False, "cli": False}
     others = sorted(set(code.co_names) - set(tiers))
@@ -132,11 +140,20 @@ def _selects_no_e2e(markexpr: str) -> bool:
     return True
 
 
-@pytest.fixture(autouse=True)
-def _cli_in_process(request: pytest.FixtureRequest) -> None:
-    """run_cli runs perfctl in this process for a cli test not marked fresh_process."""
-    fresh = request.node.get_closest_marker("fresh_process") is not None
-    inprocess.ENABLED[0] = _tier(request.node) == "cli" and not fresh
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """run_cli runs perfctl in this process for a cli test not marked fresh_process.
+
+    Set before any fixture of the test, module-scoped ones included (a module fixture
+    that calls run_cli runs it the way the first test that needs it is tiered)."""
+    fresh = item.get_closest_marker("fresh_process") is not None
+    inprocess.ENABLED[0] = _tier(item) == "cli" and not fresh
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Teardowns and the next test's set-up start from subprocesses."""
+    inprocess.ENABLED[0] = False
 
 
 @pytest.fixture(autouse=True)

@@ -59,7 +59,11 @@ class _Frozen:
             return NotImplemented
         return self._values() == other._values()
 
-    __hash__ = None  # type: ignore[assignment]  # equal by value, and params is a dict
+    def __hash__(self) -> int:  # as a frozen dataclass's: a RegimeDef's params dict refuses
+        return hash(self._values())
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:  # pickle and copy, past __setattr__
+        return type(self), self._values()
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names())
@@ -76,7 +80,7 @@ class Timed(_Frozen):
     (an L2 flush) happens inside ``time_loops``, outside the events.
     """
 
-    __slots__ = ("run", "time_loops", "metrics")
+    __slots__ = __match_args__ = ("run", "time_loops", "metrics")
     run: Callable[[], Any]
     time_loops: Callable[[int], float]
     metrics: Callable[[], dict[str, float]] | None
@@ -93,8 +97,10 @@ class Timed(_Frozen):
 class RegimeDef(_Frozen):
     """One decorated regime function, before param expansion."""
 
-    __slots__ = ("func", "name", "family", "ops", "params", "baseline", "requires", "timeout",
-                 "tags", "description", "source", "metrics", "clock", "max_peak")  # fmt: skip
+    __slots__ = __match_args__ = (
+        "func", "name", "family", "ops", "params", "baseline", "requires", "timeout",
+        "tags", "description", "source", "metrics", "clock", "max_peak",
+    )  # fmt: skip
     func: Callable[..., Any]
     name: str
     family: str

@@ -9,6 +9,7 @@ would pay for under callgrind (hashlib, inspect, dataclasses, traceback, typing)
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import sys
 import zlib
@@ -150,6 +151,9 @@ _CO_GENERATOR = 0x20  # inspect.CO_GENERATOR, without importing inspect
 
 
 def _is_generator_function(func: Callable[..., Any]) -> bool:
+    """``inspect.isgeneratorfunction``: partials unwrapped, then the code's flags."""
+    while isinstance(func, functools.partial):
+        func = func.func
     code = getattr(func, "__code__", None)
     return code is not None and bool(code.co_flags & _CO_GENERATOR)
 

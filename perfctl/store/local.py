@@ -41,6 +41,7 @@ from perfctl.model import (
 )
 from perfctl.store.ids import new_id, slug, utcnow
 from perfctl.store.protocol import Store as Store
+from perfctl.store.protocol import exact_pairs
 
 __all__ = ["SqliteStore", "Store", "new_id", "open_store", "slug", "utcnow"]
 
@@ -204,10 +205,8 @@ class SqliteStore:
         out = []
         for (cid,) in rows:
             with contextlib.suppress(StoreError, OSError):
-                c = self._load_comparison_file(cid)
-                if not (c.base.dirty or c.head.dirty):
-                    out.append(c)
-        return out
+                out.append(self._load_comparison_file(cid))
+        return exact_pairs(out, base_sha, head_sha)
 
     def comparisons_of(self, *shas: str) -> list[Comparison]:
         """Every comparison with one of these commits on either side, newest first."""

@@ -37,6 +37,7 @@ from perfctl.model import (
     to_dict,
 )
 from perfctl.store import migrations
+from perfctl.store.protocol import exact_pairs
 from perfctl.store.url import redact, scrub
 
 CONNECT_TIMEOUT_S = 15
@@ -280,7 +281,7 @@ class PostgresStore:
                 "AND NOT dirty ORDER BY created DESC, id DESC",
                 (base_sha, head_sha),
             )
-            return self._readable(rows)
+            return exact_pairs(self._readable(rows), base_sha, head_sha)
 
     def comparisons_of(self, *shas: str) -> list[Comparison]:
         """Every comparison with one of these commits on either side, newest first."""

@@ -31,3 +31,13 @@ class Store(Protocol):
     def pending(self, key: str) -> dict[str, Run] | None: ...
     def clear_pending(self, key: str) -> None: ...
     def remove_all(self) -> int: ...
+
+
+def exact_pairs(found: list[Comparison], base_sha: str, head_sha: str) -> list[Comparison]:
+    """The records of ``found`` that compare exactly base → head with neither side dirty,
+    checked on the records themselves (an index row or column can lag a re-saved one)."""
+    return [
+        c
+        for c in found
+        if (c.base.sha, c.head.sha) == (base_sha, head_sha) and not (c.base.dirty or c.head.dirty)
+    ]
