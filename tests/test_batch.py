@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfctl.measure import batch
-from tests.test_procs import alive, gone_within
+from tests.test_procs import alive, gone_within, outlasting_start_up, write_pid
 
 pytestmark = pytest.mark.cli  # real child processes, nothing measured
 
@@ -60,17 +60,14 @@ def test_a_timeout_is_none_and_kills_the_whole_group(tmp_path: Path) -> None:
     spawn = (
         "import subprocess, sys, time; "
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(p.pid)); "
-        f"__import__('os').rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep(60)"
+        f"{write_pid(pid_file, 'p.pid')}; time.sleep(60)"
     )
-    # The timeout has to outlast the child's start-up: 1.5 s, and on a machine so busy
-    # that the grandchild had not started by then, again with four times as long.
-    for timeout in (1.5, 6.0):
+
+    def attempt(timeout: float) -> None:
         got = batch.call_all([_cmd(tmp_path, "slow", "-c", spawn, timeout=timeout)], limit=2)
         assert got == {0: None}
-        if pid_file.exists():
-            break
-    grandchild = int(pid_file.read_text())
+
+    grandchild = outlasting_start_up(attempt, pid_file)
     assert gone_within([grandchild]), "the timed-out command's grandchild is still running"
     assert not alive(grandchild)
 

@@ -50,6 +50,23 @@ def gone_within(pids: list[int], seconds: float = 30.0) -> bool:
     return within(lambda: not any(alive(p) for p in pids), seconds)
 
 
+def write_pid(path: Path, pid: str) -> str:
+    """Python source, for a child, that writes ``pid`` to ``path`` whole or not at all."""
+    tmp = f"{str(path)!r} + '.tmp'"
+    return f"open({tmp}, 'w').write(str({pid})); __import__('os').rename({tmp}, {str(path)!r})"
+
+
+def outlasting_start_up(attempt: Callable[[float], None], started: Path) -> int:
+    """``attempt(timeout)`` with a timeout that must outlast a child's start-up: 1.5 s,
+    and again with four times as long where the machine was so busy that the child had
+    not written ``started`` by then. The pid it wrote."""
+    for timeout in (1.5, 6.0):
+        attempt(timeout)
+        if started.exists():
+            break
+    return int(started.read_text())
+
+
 def wait_for_file(path: Path, seconds: float = 120.0) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -83,19 +100,16 @@ def test_probe_timeout_kills_what_the_probe_started(
     regimes = tmp_path / "slow_import.py"
     regimes.write_text(
         "import subprocess, time\n"
-        f"p = subprocess.Popen(['sleep', '300'])\nopen({str(pidfile)!r} + '.tmp', 'w').write(str(p.pid))\n"
-        f"import os; os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r})  # whole or absent\n"
+        f"p = subprocess.Popen(['sleep', '300'])\n{write_pid(pidfile, 'p.pid')}\n"
         "time.sleep(300)\n"
     )
-    # The timeout has to outlast the probe's start-up: 1.5 s, and on a machine so busy
-    # that the sleep had not started by then, again with four times as long.
-    for timeout, said in ((1.5, "1.5"), (6.0, "6")):
+
+    def attempt(timeout: float) -> None:
         monkeypatch.setattr(discovery, "PROBE_TIMEOUT", timeout)
-        with pytest.raises(RegimeLoadError, match=f"took over {said} s"):
+        with pytest.raises(RegimeLoadError, match=f"took over {timeout:g} s"):
             discovery.probe(Path(sys.executable), [regimes], cwd=tmp_path)
-        if pidfile.exists():
-            break
-    assert gone_within([int(pidfile.read_text())])
+
+    assert gone_within([outlasting_start_up(attempt, pidfile)])
 
 
 # A stand-in for perfctl: starts FORKS through procs.group, in a scratch folder.

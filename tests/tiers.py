@@ -59,6 +59,11 @@ def _tier(item: pytest.Item) -> str:
     return "cli" if _starts_processes(item) else "unit"
 
 
+def _assigned_tier(item: pytest.Item) -> str:
+    """The one tier marker pytest_collection_modifyitems gave the test."""
+    return next(t for t in ("unit", "cli", "e2e") if item.get_closest_marker(t))
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the markers given here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every test exactly one tier; e2e and slow mark the same tests."""
@@ -150,7 +155,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     Set before any fixture of the test, module-scoped ones included (a module fixture
     that calls run_cli runs it the way the first test that needs it is tiered)."""
     fresh = item.get_closest_marker("fresh_process") is not None
-    inprocess.ENABLED[0] = _tier(item) == "cli" and not fresh
+    inprocess.ENABLED[0] = _assigned_tier(item) == "cli" and not fresh
 
 
 @pytest.hookimpl(trylast=True)
@@ -164,7 +169,7 @@ def _unit_tests_start_no_processes(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A unit test that starts anything but git fails: mark it `cli` (or `e2e`)."""
-    if _tier(request.node) != "unit":
+    if _assigned_tier(request.node) != "unit":
         return
     from perfctl.measure import machine
 

@@ -192,35 +192,29 @@ class SqliteStore:
         return found[0]
 
     def comparisons_between(self, base_sha: str, head_sha: str) -> list[Comparison]:
-        """The comparisons of exactly base → head with neither side dirty, newest first
-        (via the index; a damaged file hides only itself)."""
+        """The comparisons of exactly base → head with neither side dirty, newest first."""
+        found = self._comparisons_where("base_sha = ? AND head_sha = ?", (base_sha, head_sha))
+        return exact_pairs(found, base_sha, head_sha)
+
+    def comparisons_of(self, *shas: str) -> list[Comparison]:
+        """Every comparison with one of these commits on either side, newest first."""
+        marks = ",".join("?" * len(shas))
+        return self._comparisons_where(f"base_sha IN ({marks}) OR head_sha IN ({marks})", shas * 2)
+
+    def _comparisons_where(self, where: str, params: tuple[str, ...]) -> list[Comparison]:
+        """The comparisons whose index rows match ``where``, newest first, loaded by exact
+        id (no per-id listing: that was quadratic); a damaged file hides only itself."""
         self._ids("comparisons")  # repair the index first
         rows = self._index(
             lambda db: db.execute(
-                "SELECT id FROM comparisons WHERE base_sha = ? AND head_sha = ? "
+                f"SELECT id FROM comparisons WHERE {where} "  # noqa: S608 - ours, not user input
                 "ORDER BY created DESC, id DESC",
-                (base_sha, head_sha),
+                params,
             ).fetchall()
         )
         out = []
         for (cid,) in rows:
             with contextlib.suppress(StoreError, OSError):
-                out.append(self._load_comparison_file(cid))
-        return exact_pairs(out, base_sha, head_sha)
-
-    def comparisons_of(self, *shas: str) -> list[Comparison]:
-        """Every comparison with one of these commits on either side, newest first."""
-        self._ids("comparisons")  # repair the index first
-        marks = ",".join("?" * len(shas))
-        with self._db() as db:
-            rows = db.execute(
-                f"SELECT id FROM comparisons WHERE base_sha IN ({marks}) "  # noqa: S608
-                f"OR head_sha IN ({marks}) ORDER BY created DESC, id DESC",
-                (*shas, *shas),
-            ).fetchall()
-        out = []
-        for (cid,) in rows:  # exact ids: no per-id listing (was quadratic)
-            with contextlib.suppress(StoreError, OSError):  # a damaged file hides only itself
                 out.append(self._load_comparison_file(cid))
         return out
 

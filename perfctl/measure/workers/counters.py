@@ -85,7 +85,8 @@ def main() -> None:
         fh.write(json.dumps(figures) + "\n")
 
 
-_OPTIONS = ("--perfctl-regime", "--perfctl-files", "--mode", "--loops", "--out")
+_REQUIRED = ("--perfctl-regime", "--perfctl-files", "--mode", "--loops")
+_OPTIONS = (*_REQUIRED, "--out")
 
 
 def parse_args(argv: list[str]) -> dict[str, str]:
@@ -98,7 +99,7 @@ def parse_args(argv: list[str]) -> dict[str, str]:
         raise SystemExit(f"counter worker: options come in --name value pairs: {argv}")
     args = dict(zip(argv[::2], argv[1::2], strict=True))
     unknown = set(args) - set(_OPTIONS)
-    missing = {"--perfctl-regime", "--perfctl-files", "--mode", "--loops"} - set(args)
+    missing = set(_REQUIRED) - set(args)
     if unknown or missing or args["--mode"] not in ("instructions", "memory"):
         raise SystemExit(
             f"counter worker: bad options {argv} (unknown {unknown}, missing {missing})"
