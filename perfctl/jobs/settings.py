@@ -1,7 +1,7 @@
 """Compare's options bundle: one CompareSettings, parsed once from flags, config and preset.
 
-`compare`, `ci`, `plan update`, `bisect` and `demo` all build theirs with
-:func:`settings_for`. The presets here are compare's (rounds of interleaved
+`compare`, `ci`, `plan update` and `bisect` build theirs with :func:`settings_for`
+(the demo has its own two, `jobs.demo.demo_settings`). The presets here are compare's (rounds of interleaved
 processes); `perfctl run`'s presets are pyperf's process × value counts
 (``measure.runner``).
 """
@@ -9,7 +9,7 @@ processes); `perfctl run`'s presets are pyperf's process × value counts
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from perfctl.config import Config
@@ -87,27 +87,13 @@ def settings_for(
     The config's ``rounds``/``time_budget`` tune the default preset only (an explicit
     ``--fast``/``--rigorous`` keeps its own); ``threshold``/``alpha`` always apply.
     """
-
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
     threshold_given = threshold is not None
-    _check_numbers(
-        rounds=rounds,
-        max_rounds=max_rounds,
-        values=values,
-        min_time=min_time,
-        time_budget=time_budget,
-        burst_wait=burst_wait,
-        threshold=threshold,
-        alpha=alpha,
-    )
-    if clock == "cpu" and pairing != "same-process":
-        raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
-    if pairing == "same-process" and config is not None and config.install:
-        raise UsageError(
-            "same-process pairing needs install = false (both refs run from source)",
-            "use --pairing process (the default) for this project",
-        )
+    _check_numbers(dict(rounds=rounds, max_rounds=max_rounds, values=values, min_time=min_time,
+                        time_budget=time_budget, burst_wait=burst_wait, threshold=threshold,
+                        alpha=alpha))  # fmt: skip
+    _check_modes(config, pairing, clock)
     if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
         threshold, rounds, max_rounds = counters.counter_settings(
             pairing, threshold, rounds, max_rounds
@@ -120,30 +106,46 @@ def settings_for(
         alpha = alpha if alpha is not None else config.alpha
         burst_wait = burst_wait if burst_wait is not None else config.burst_wait
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
-    sched = s.schedule
-    first = rounds if rounds is not None else sched.rounds
-    last = max(max_rounds if max_rounds is not None else max(sched.max_rounds, first), first)
+    given = dict(rounds=rounds, max_rounds=max_rounds, values=values, min_time=min_time,
+                 time_budget=time_budget, threshold=threshold, burst_wait=burst_wait)  # fmt: skip
     sched = replace(
-        sched,
-        rounds=first,
-        max_rounds=last,
-        values=values if values is not None else sched.values,
-        min_time=min_time if min_time is not None else sched.min_time,
-        time_budget=time_budget if time_budget is not None else sched.time_budget,
+        _counts(s.schedule, {k: v for k, v in given.items() if v is not None}, measure),
         order=order,
         seed=seed,
         pairing=pairing,
         clock=clock,
         measure=measure,
-        threshold=threshold if threshold is not None else sched.threshold,
-        # Counters are never held: their record says so (0) whatever the config says.
-        burst_wait=(burst_wait if burst_wait is not None else sched.burst_wait)
-        if measure == "time"
-        else 0.0,
         affinity=timed_cpus(affinity, config, measure),
     )
     alpha = alpha if alpha is not None else s.alpha
     return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
+
+
+def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
+    if clock == "cpu" and pairing != "same-process":
+        raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
+    if pairing == "same-process" and config is not None and config.install:
+        raise UsageError(
+            "same-process pairing needs install = false (both refs run from source)",
+            "use --pairing process (the default) for this project",
+        )
+
+
+def _counts(sched: Schedule, given: dict[str, float], measure: str) -> Schedule:
+    """The preset's schedule with the numbers that were given; max_rounds never below rounds."""
+    first = int(given.get("rounds", sched.rounds))
+    last = max(int(given.get("max_rounds", max(sched.max_rounds, first))), first)
+    return replace(
+        sched,
+        rounds=first,
+        max_rounds=last,
+        values=int(given.get("values", sched.values)),
+        min_time=given.get("min_time", sched.min_time),
+        time_budget=given.get("time_budget", sched.time_budget),
+        threshold=given.get("threshold", sched.threshold),
+        # Counters are never held: their record says so (0) whatever the config says.
+        burst_wait=given.get("burst_wait", sched.burst_wait) if measure == "time" else 0.0,
+    )
 
 
 def refuse_untimed(
@@ -234,32 +236,25 @@ def check_placement(cpus: tuple[int, ...]) -> None:
         )
 
 
-def _check_numbers(
-    *,
-    rounds: int | None,
-    max_rounds: int | None,
-    values: int | None,
-    min_time: float | None,
-    time_budget: float | None,
-    burst_wait: float | None,
-    threshold: float | None,
-    alpha: float | None,
-) -> None:
+def _check_numbers(given: Mapping[str, float | None]) -> None:
     """Refuse flags whose numbers no comparison could use (typer checks only some)."""
-    for flag, given in (
-        ("--rounds", rounds),
-        ("--max-rounds", max_rounds),
-        ("--values", values),
-        ("--min-time", min_time),
-        ("--time-budget", time_budget),
-    ):
-        # `not given > 0` also refuses nan; inf would never stop.
-        if given is not None and not 0 < given < math.inf:
-            raise UsageError(f"{flag} must be a number above 0 (got {given:g})", "or leave it out")
-    if burst_wait is not None and not 0 <= burst_wait < math.inf:
+    for name in ("rounds", "max_rounds", "values", "min_time", "time_budget"):
+        n = given[name]
+        # `not n > 0` also refuses nan; inf would never stop.
+        if n is not None and not 0 < n < math.inf:
+            raise UsageError(
+                f"{_flag(name)} must be a number above 0 (got {n:g})", "or leave it out"
+            )
+    wait = given["burst_wait"]
+    if wait is not None and not 0 <= wait < math.inf:
         raise UsageError(
-            f"--burst-wait must be 0 or more seconds (got {burst_wait:g})", "or leave it out"
+            f"--burst-wait must be 0 or more seconds (got {wait:g})", "or leave it out"
         )
-    for flag, given in (("--threshold", threshold), ("--alpha", alpha)):
-        if given is not None and not math.isfinite(given):
-            raise UsageError(f"{flag} must be a number (got {given:g})", "or leave it out")
+    for name in ("threshold", "alpha"):
+        n = given[name]
+        if n is not None and not math.isfinite(n):
+            raise UsageError(f"{_flag(name)} must be a number (got {n:g})", "or leave it out")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")

@@ -222,22 +222,13 @@ def decide_all(
     process, so the change comes from the paired analysis of the per-process
     ratios (:mod:`perfctl.stats.paired`) and their spread is the noise judged.
     """
-    from perfctl.stats import decision as stats
-
     rows: dict[str, RegimeComparison] = {}
-    tested: dict[str, stats.Change] = {}
+    tested: dict[str, Change] = {}
     noise: dict[str, float] = {}  # paired: the spread of the ratios, for both sides
     for name, sides in results.items():
         b, h = sides["base"], sides["head"]
         common = _common(results, name, seed)
-        if (
-            b.status != OK
-            or h.status != OK
-            or not b.processes
-            or not h.processes
-            or b.unit != h.unit
-            or b.clock != h.clock
-        ):
+        if not _comparable(b, h):
             rows[name] = _unmeasured(name, b, h, common)
             continue
         tested[name], spread = _test(b, h, pairing, seed)
@@ -246,28 +237,56 @@ def decide_all(
         rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
     adjusted = adjust({n: c.p_value for n, c in tested.items()}, references(results))
     for name, change in tested.items():
-        row = rows[name]
-        assert row.base is not None and row.head is not None
-        verdict, reason = stats.decide(
-            change,
-            adjusted[name],
-            threshold=threshold,
-            alpha=alpha,
-            base_cv=noise.get(name, row.base.cv),
-            head_cv=noise.get(name, row.head.cv),
-        )
-        if verdict == INCONCLUSIVE:
-            reason += _shape_note(row)
-        from dataclasses import replace
-
-        rows[name] = replace(
-            row,
-            verdict=verdict,
-            reason=reason,
-            change=change.change,
-            ci_low=change.ci_low,
-            ci_high=change.ci_high,
-            p_value=change.p_value,
-            p_adjusted=adjusted[name],
+        rows[name] = _decided(
+            rows[name], change, adjusted[name], noise.get(name), threshold=threshold, alpha=alpha
         )
     return list(rows.values())
+
+
+def _comparable(b: RegimeResult, h: RegimeResult) -> bool:
+    """Both sides measured, in the same unit on the same clock: a test can decide them."""
+    return (
+        b.status == OK
+        and h.status == OK
+        and bool(b.processes)
+        and bool(h.processes)
+        and b.unit == h.unit
+        and b.clock == h.clock
+    )
+
+
+def _decided(
+    row: RegimeComparison,
+    change: Change,
+    p_adjusted: float,
+    paired_spread: float | None,
+    *,
+    threshold: float,
+    alpha: float,
+) -> RegimeComparison:
+    """The row with its verdict: the decision rule on the change, its BH p and the noise."""
+    from dataclasses import replace
+
+    from perfctl.stats import decision as stats
+
+    assert row.base is not None and row.head is not None
+    verdict, reason = stats.decide(
+        change,
+        p_adjusted,
+        threshold=threshold,
+        alpha=alpha,
+        base_cv=row.base.cv if paired_spread is None else paired_spread,
+        head_cv=row.head.cv if paired_spread is None else paired_spread,
+    )
+    if verdict == INCONCLUSIVE:
+        reason += _shape_note(row)
+    return replace(
+        row,
+        verdict=verdict,
+        reason=reason,
+        change=change.change,
+        ci_low=change.ci_low,
+        ci_high=change.ci_high,
+        p_value=change.p_value,
+        p_adjusted=p_adjusted,
+    )
