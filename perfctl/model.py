@@ -66,17 +66,17 @@ class SchemaMismatch(StoreError):
     """A stored record's ``schema`` is not one this perfctl reads (exit 2)."""
 
 
-def check_schema(d: dict[str, Any], kind: str) -> None:
+def check_schema(d: dict[str, Any], kind: str, current: int = SCHEMA_VERSION) -> None:
     """Refuse a record written by a newer perfctl, or with no valid schema number."""
-    version = d.get("schema", SCHEMA_VERSION)
+    version = d.get("schema", current)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise SchemaMismatch(
             f"{kind} has schema {version!r}, not a version perfctl wrote",
             "the record is damaged or not perfctl's; set it aside",
         )
-    if version > SCHEMA_VERSION:
+    if version > current:
         raise SchemaMismatch(
-            f"{kind} has schema {version}, newer than this perfctl reads ({SCHEMA_VERSION})",
+            f"{kind} has schema {version}, newer than this perfctl reads ({current})",
             "upgrade perfctl (pip install -U perfctl) to read it",
         )
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from perfctl.model import RefInfo
-from perfctl.profile import hotspots, stackdiff, stacks
+from perfctl.model import RefInfo, SchemaMismatch
+from perfctl.profile import hotspots, links, stackdiff, stacks
 from perfctl.profile import records as profile_records
 from perfctl.profile.stacks import LOOP, SUBPROCESS, THREAD, Frame, Stacks
 from perfctl.render import flame
@@ -318,6 +320,14 @@ def test_summary_round_trip() -> None:
     d = profile_records.summary_to_dict(s)
     assert d["top_self"][0]["where"] == "r.py:hot"
     assert profile_records.summary_from_dict(d) == s
+    # Checked on load: a newer perfctl's record is refused with a hint, a foreign one too.
+    with pytest.raises(SchemaMismatch, match="newer than this perfctl reads") as e:
+        profile_records.summary_from_dict({**d, "schema": 2})
+    assert "upgrade perfctl" in e.value.hint
+    with pytest.raises(SchemaMismatch, match="not a version perfctl wrote"):
+        profile_records.summary_from_dict({**d, "schema": "1"})
+    with pytest.raises(ValueError, match="not a perfctl-profile record"):
+        profile_records.summary_from_dict({**d, "kind": "perfctl-profile-diff"})
 
 
 # -- diff -------------------------------------------------------------------------
@@ -365,7 +375,7 @@ def test_node_colours_red_grew_blue_shrank() -> None:
     assert by_name["run (r.py)"].fill == flame.NEUTRAL
 
 
-def test_diff_round_trip() -> None:
+def test_diff_round_trip(tmp_path: Path) -> None:
     root = _pair()
     side = profile_records.DiffSide(RefInfo("a", "1"), "s.json", 10, 1.0, 0.1, 100)
     d = profile_records.DiffSummary(
@@ -381,6 +391,19 @@ def test_diff_round_trip() -> None:
     data = profile_records.diff_to_dict(d)
     assert data["moved"]["steps"][0]["delta_per_op_s"] == pytest.approx(4.0)
     assert profile_records.diff_from_dict(data) == d
+    with pytest.raises(SchemaMismatch, match="newer than this perfctl reads"):
+        profile_records.diff_from_dict({**data, "schema": 2})
+    with pytest.raises(ValueError, match="not a perfctl-profile-diff record"):
+        profile_records.diff_from_dict({**data, "kind": "perfctl-profile"})
+    # Linking a report to its `profile --vs` diffs passes over a newer perfctl's diff,
+    # however new, and finds the one this perfctl wrote.
+    for folder, record in (("a-vs-b", data), ("c-vs-d", {**data, "created": "zz", "schema": 2})):
+        path = tmp_path / "profiles" / profile_records.slug("r") / folder / "diff.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(record))
+    c = SimpleNamespace(base=side.ref, head=side.ref)
+    found = links.matching_diff(tmp_path, "r", c)  # type: ignore[arg-type]
+    assert found is not None and found[0].parent.name == "a-vs-b"
 
 
 # -- SVG ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from perfctl.model import Comparison, RefInfo
+from perfctl.model import Comparison, RefInfo, SchemaMismatch
 from perfctl.profile.records import DiffSummary, load_diff, load_summary, slug
 from perfctl.render.escape import shell_command
 
@@ -48,7 +48,7 @@ def matching_diff(reports_dir: Path, regime: str, c: Comparison) -> tuple[Path, 
     for path in sorted((reports_dir / "profiles" / slug(regime)).glob("*-vs-*/diff.json")):
         try:
             d = load_diff(path)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, SchemaMismatch):
             continue  # a damaged or foreign file is not this comparison's profile
         if d.regime == regime and _same(d.before.ref, c.base) and _same(d.after.ref, c.head):
             found.append((d.created, path, d))
@@ -64,7 +64,7 @@ def diff_artifacts(path: Path, d: DiffSummary) -> dict[str, str]:
     for prefix, side in (("base_", d.before), ("head_", d.after)):
         try:
             s = load_summary(Path(side.summary))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, SchemaMismatch):
             continue
         if _same(s.ref, side.ref):
             out.update({prefix + _SIDE_KEYS[k]: v for k, v in s.files.items() if k in _SIDE_KEYS})

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfctl.config import Config
-from perfctl.model import RefInfo, ref_from_dict
+from perfctl.model import RefInfo, check_schema, ref_from_dict
 from perfctl.profile.hotspots import Hotspot, TreeEntry, format_time, format_tree, signed_time
 from perfctl.profile.stackdiff import FunctionDelta, MovedStep, NodeDelta
 
@@ -119,8 +119,16 @@ def _entry(d: dict[str, Any]) -> TreeEntry:
     )
 
 
+def _check_record(d: Any, kind: str, current: int) -> None:
+    """A profile record of this kind that this perfctl can read (schema checked as the store's)."""
+    if not isinstance(d, dict) or d.get("kind", kind) != kind:
+        raise ValueError(f"not a {kind} record")
+    check_schema(d, kind, current)
+
+
 def summary_from_dict(d: dict[str, Any]) -> ProfileSummary:
-    """Rebuild a summary from its JSON form."""
+    """Rebuild a summary from its JSON form (its kind and schema checked first)."""
+    _check_record(d, "perfctl-profile", SUMMARY_SCHEMA)
     names = {f.name for f in dataclasses.fields(ProfileSummary)}
     kwargs = {k: v for k, v in d.items() if k in names}
     kwargs["ref"] = ref_from_dict(d["ref"])
@@ -239,7 +247,8 @@ def _only(cls: type, data: dict[str, Any]) -> Any:
 
 
 def diff_from_dict(d: dict[str, Any]) -> DiffSummary:
-    """Rebuild a diff from its JSON form."""
+    """Rebuild a diff from its JSON form (its kind and schema checked first)."""
+    _check_record(d, "perfctl-profile-diff", DIFF_SCHEMA)
     sides = {
         k: DiffSide(**{**d[k], "ref": ref_from_dict(d[k]["ref"])}) for k in ("before", "after")
     }
