@@ -90,7 +90,14 @@ def write_project(root: Path, say: Say) -> list[str]:
     _git(root, "init", "-q", "-b", "main")
     (root / ".gitignore").write_text(".perfctl/\nreports/\n__pycache__/\n*.egg-info/\nbuild/\n")
     for i, phase in enumerate(phases):
-        shutil.copytree(data / phase["dir"], root, dirs_exist_ok=True)
+        # Not the package's own bytecode (compileall or an import writes it there): a
+        # phase's checkout must hold only that phase's files.
+        shutil.copytree(
+            data / phase["dir"],
+            root,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
         _git(root, "add", "-A")
         date = f"2026-01-{10 + i:02d}T12:00:00+00:00"
         subprocess.run(
