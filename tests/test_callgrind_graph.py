@@ -222,6 +222,7 @@ for _ in range(n):
 """
 
 
+@pytest.mark.slow  # valgrind measures: two real callgrind runs
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_real_callgrind_files_subtract_into_the_loops_graph(tmp_path: Path) -> None:
     # A sort with a Python key: C calls back into Python, the interpreter's usual shape.

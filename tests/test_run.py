@@ -309,6 +309,7 @@ def sees_env():
 '''
 
 
+@pytest.mark.slow  # real pyperf workers measure (what they see is the point)
 @pytest.mark.parametrize("inherit", [False, True])
 def test_workers_get_only_the_environment_asked_for(project: Path, inherit: bool) -> None:
     (project / "envcheck.py").write_text(ENV_REGIME)

@@ -50,7 +50,14 @@ def _project(tmp_path: Path, inherit: list[str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize("command", [["list"], ["run", "--processes", "1", "--values", "1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        # `run` starts a measuring worker: the e2e tier's.
+        pytest.param(["run", "--processes", "1", "--values", "1"], marks=pytest.mark.slow),
+    ],
+)
 def test_the_probe_never_sees_the_token(tmp_path: Path, command: list[str]) -> None:
     root = _project(tmp_path, ["PERFCTL_KEEP_ME"])
     home = str(root / "home")

@@ -12,7 +12,7 @@ import pytest
 
 from perfctl import __version__
 from tests import inprocess
-from tests.tiers import _selects_no_e2e
+from tests.tiers import _refusal, _selects_no_e2e
 
 
 @pytest.mark.parametrize(
@@ -40,6 +40,20 @@ from tests.tiers import _selects_no_e2e
 )
 def test_only_a_selection_without_e2e_tests_gets_more_workers(markexpr: str, no_e2e: bool) -> None:
     assert _selects_no_e2e(markexpr) is no_e2e
+
+
+def test_each_tier_refuses_the_processes_above_it() -> None:
+    from perfctl.measure.workers import WORKERS
+
+    git, probe = ["git", "status"], [sys.executable, str(WORKERS / "probe.py")]
+    bench, spy = [sys.executable, str(WORKERS / "bench.py"), "--loops", "1"], ["py-spy", "record"]
+    assert _refusal("unit", git) is None
+    assert "a unit test started" in (_refusal("unit", probe) or "")
+    # A cli test may build and probe; measuring (a worker, a profiler) is the e2e tier's.
+    assert _refusal("cli", probe) is None and _refusal("cli", git) is None
+    assert "a cli test measured (python" in (_refusal("cli", bench) or "")
+    assert "mark it e2e" in (_refusal("cli", spy) or "")
+    assert _refusal("cli", [sys.executable, "/elsewhere/bench.py"]) is None  # not perfctl's
 
 
 @pytest.mark.cli

@@ -164,24 +164,50 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     inprocess.ENABLED[0] = False
 
 
+# What measuring starts: perfctl's measuring workers, and the profilers. Probing a ref
+# (``workers/probe.py``) and building one measure nothing.
+_MEASURING_WORKERS = frozenset({"bench.py", "duo.py", "counters.py", "profile.py", "tracing.py"})
+_MEASURING_TOOLS = frozenset({"py-spy", "valgrind"})
+
+
+def _refusal(tier: str, argv: list[str]) -> str | None:
+    """Why a test of this tier may not start ``argv``, or None."""
+    from perfctl.measure.workers import WORKERS
+
+    tool = Path(argv[0]).name
+    if tier == "unit" and tool not in _UNIT_TOOLS:
+        return f"a unit test started {argv[0]!r}: mark the test cli or e2e"
+    measuring = tool in _MEASURING_TOOLS or any(
+        Path(a).name in _MEASURING_WORKERS and Path(a).parent == WORKERS for a in argv
+    )
+    if tier == "cli" and measuring:
+        return f"a cli test measured ({Path(argv[0]).name} {' '.join(argv[1:3])}): mark it e2e"
+    return None
+
+
 @pytest.fixture(autouse=True)
-def _unit_tests_start_no_processes(
+def _tiers_start_only_their_processes(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A unit test that starts anything but git fails: mark it `cli` (or `e2e`)."""
-    if _assigned_tier(request.node) != "unit":
+    """A unit test that starts anything but git fails (mark it `cli` or `e2e`), and so
+    does a cli test that starts a measuring worker or a profiler in this process (the
+    in-process CLI's; a subprocess's own children are not seen): mark it `e2e`."""
+    tier = _assigned_tier(request.node)
+    if tier == "e2e":
         return
-    from perfctl.measure import machine
+    if tier == "unit":
+        from perfctl.measure import machine
 
-    # The machine fingerprint asks nvidia-smi, a process, where there is one: in a unit
-    # test this machine has no GPU (tests that want some patch gpus themselves).
-    monkeypatch.setattr(machine, "gpus", lambda: ())
+        # The machine fingerprint asks nvidia-smi, a process, where there is one: in a
+        # unit test this machine has no GPU (tests that want some patch gpus themselves).
+        monkeypatch.setattr(machine, "gpus", lambda: ())
     real = subprocess.Popen.__init__
 
     def guarded(self: subprocess.Popen[bytes], args: object, *a: object, **kw: object) -> None:
         argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)  # type: ignore[call-overload]
-        if Path(os.fsdecode(argv[0])).name not in _UNIT_TOOLS:
-            raise AssertionError(f"a unit test started {argv[0]!r}: mark the test cli or e2e")
+        refused = _refusal(tier, [os.fsdecode(x) for x in argv])
+        if refused:
+            raise AssertionError(refused)
         real(self, args, *a, **kw)  # type: ignore[call-overload]
 
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
