@@ -636,16 +636,16 @@ def test_history_flags_come_from_change_points_alone(monkeypatch: pytest.MonkeyP
     assert history.change_flags([1.0, 0.0, 1.3, 1.3, 1.3, 1.3]) == [False] * 6
 
 
-def test_run_summary() -> None:
-    res = RegimeResult("r", "f", OK, processes=tuple((float(i),) for i in range(1, 21)))
-    med, lo, hi = history.run_summary(res)  # type: ignore[misc]
-    assert lo < med < hi and med == 10.5
-    assert history.run_summary(RegimeResult("r", "f", Status.FAILED)) is None
-    assert history.run_summary(RegimeResult("r", "f", OK, processes=((1.0,), (3.0,)))) == (
-        2.0,
-        1.0,
-        3.0,
-    )
+def test_a_runs_history_point_is_its_process_medians_interval() -> None:
+    from perfctl.stats.summary import Interval, median_interval
+
+    s = median_interval(tuple((float(i),) for i in range(1, 21)))
+    assert s is not None and s.low < s.median < s.high and s.median == 10.5
+    assert s.method == "95% CI"
+    assert median_interval(()) is None and median_interval(((),)) is None
+    assert median_interval(((1.0,), (3.0,))) == Interval(2.0, 1.0, 3.0, "range")
+    # The process is the unit: two values in one process are one mean.
+    assert median_interval(((1.0, 3.0), (2.0,))) == Interval(2.0, 2.0, 2.0, "range")
 
 
 def test_commit_time_normalises_offsets() -> None:

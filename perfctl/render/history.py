@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,11 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perfctl.errors import StoreError
-from perfctl.model import OK, RegimeResult, Run
+from perfctl.model import OK, Run
 from perfctl.render import charts
 from perfctl.render.charts import TrendPoint, format_change, format_per_op, label
 from perfctl.render.html import IdMaker, add_chart, sortable
 from perfctl.render.notes import pinned_to
+from perfctl.stats.summary import Interval, median_interval
 
 
 def history_context(runs: list[Run], machine_id: str | None) -> dict[str, Any]:
@@ -113,22 +112,6 @@ def commit_time(run: Run) -> str | None:
     return None
 
 
-def run_summary(result: RegimeResult) -> tuple[float, float, float] | None:
-    """Median per op over processes, with a distribution-free 95% CI of that median."""
-    units = sorted(sum(p) / len(p) for p in result.processes if p)
-    if result.status != OK or not units:
-        return None
-    n = len(units)
-    if n < 6:
-        return statistics.median(units), units[0], units[-1]
-    # Order-statistic CI of the median (normal approximation to the binomial):
-    # cheap enough for thousands of runs, and no distribution assumed.
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(1, math.floor(n / 2 - half))
-    hi = min(n, math.ceil(n / 2 + half) + 1)
-    return statistics.median(units), units[lo - 1], units[hi - 1]
-
-
 def change_flags(medians: Sequence[float]) -> list[bool]:
     """Which points start a change: :func:`perfctl.stats.history.change_points`, the one rule."""
     from perfctl.stats.history import change_points
@@ -150,13 +133,13 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
     time axis would read as a huge slowdown, and a change point between the two kinds
     would be invented.
     """
-    found: dict[str, list[tuple[int, int, tuple[float, float, float]]]] = {}
+    found: dict[str, list[tuple[int, int, Interval]]] = {}
     families: dict[str, str] = {}
     for i, run in enumerate(runs):
         for res in run.results:
             if res.unit != "s":  # counters (instructions, blocks) are not times: not on this axis
                 continue
-            summary = run_summary(res)
+            summary = median_interval(res.processes) if res.status == OK else None
             if summary is not None:
                 found.setdefault(res.name, []).append((i, len(res.processes), summary))
                 families.setdefault(res.name, res.family or res.name)
@@ -167,7 +150,7 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
     out = []
     for name in sorted(found, key=lambda k: (families[k], k)):
         rows = found[name]
-        flags = change_flags([s[0] for _, _, s in rows])
+        flags = change_flags([s.median for _, _, s in rows])
         points = tuple(
             _trend_point(xs[i], heads[i], n, s, flag)
             for (i, n, s), flag in zip(rows, flags, strict=True)
@@ -185,13 +168,11 @@ def _run_hover(run: Run) -> str:
     )
 
 
-def _trend_point(
-    x: str, head: str, processes: int, summary: tuple[float, float, float], change: bool
-) -> TrendPoint:
-    median, lo, hi = summary
+def _trend_point(x: str, head: str, processes: int, s: Interval, change: bool) -> TrendPoint:
+    median, lo, hi = s.median, s.low, s.high
     hover = (
         f"{head}<br>median {format_per_op(median)} "
-        f"(CI {format_per_op(lo)} – {format_per_op(hi)}), {processes} processes"
+        f"({s.method} {format_per_op(lo)} – {format_per_op(hi)}), {processes} processes"
         + ("<br><b>change detected</b>" if change else "")
     )
     return TrendPoint(x, median, lo, hi, hover, change)

@@ -7,7 +7,9 @@ over per-process means, never over pooled values.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -64,3 +66,34 @@ def summarize(
     q1, median, q3 = (float(q) for q in np.quantile(x, [0.25, 0.5, 0.75]))
     ratio = median / baseline_median if baseline_median else None
     return SideStats(median, q1, q3, ci_low, ci_high, _cv(x), int(x.size), ratio)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A run's median per op over its process means, and the interval shown around it."""
+
+    median: float
+    low: float
+    high: float
+    method: str  # "95% CI" (order statistics) or "range" (under 6 processes)
+
+
+def median_interval(processes: Processes) -> Interval | None:
+    """The history chart's figure for one stored run: the median of the process means with a
+    distribution-free 95% CI of it (order statistics), or their range under 6 processes.
+
+    Not :func:`summarize`'s bootstrap: a history holds thousands of run × regime points and
+    5,000 resamples each would take a minute to draw; the run table and every comparison
+    use :func:`summarize`. None when no process produced a value.
+    """
+    units = sorted(process_means(processes))
+    if not units:
+        return None
+    n = len(units)
+    if n < 6:
+        return Interval(statistics.median(units), units[0], units[-1], "range")
+    # The normal approximation to the binomial count of values below the median.
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(1, math.floor(n / 2 - half))
+    hi = min(n, math.ceil(n / 2 + half) + 1)
+    return Interval(statistics.median(units), units[lo - 1], units[hi - 1], "95% CI")
