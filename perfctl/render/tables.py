@@ -27,7 +27,6 @@ from perfctl.render.escape import CELL_MAX, escape_plain, md_escape, rich_escape
 
 __all__ = ["CELL_MAX", "escape_plain", "md_escape"]  # re-exported: older imports keep working
 
-UNSTABLE_CV = 0.10  # the decision rule's default max_cv: above it a side is "too noisy"
 VERDICT_STYLE = {
     REGRESSED: "bold red",
     IMPROVED: "bold green",
@@ -98,6 +97,8 @@ def result_stats(r: RegimeResult) -> dict[str, Any]:
 
 def run_rows(run: Run) -> list[dict[str, Any]]:
     """One dict per regime: stats plus vs-baseline ratio and a stability warning."""
+    from perfctl.stats.decision import MAX_CV
+
     stats = {r.name: result_stats(r) for r in run.results}
     rows = []
     for r in sorted(run.results, key=lambda x: (x.family, x.name)):
@@ -105,7 +106,7 @@ def run_rows(run: Run) -> list[dict[str, Any]]:
         base = stats.get(r.baseline or "", {}).get("median_s")
         ratio = s["median_s"] / base if s["median_s"] and base else None
         warn = ""
-        if s["cv"] is not None and s["cv"] > UNSTABLE_CV:
+        if s["cv"] is not None and s["cv"] > MAX_CV:  # what decide() calls too noisy
             warn = f"unstable: CV {s['cv'] * 100:.0f}%"
         rows.append(
             {

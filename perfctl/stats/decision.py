@@ -63,6 +63,7 @@ from perfctl.stats.summary import summarize as summarize  # re-exported: callers
 
 # A side noisier than max_cv must reach alpha / 5 to count as significant.
 NOISY_ALPHA_DIVISOR = 5.0
+MAX_CV = 0.10  # decide()'s default max_cv; `perfctl run`'s table flags a regime above it
 
 # Stopping early on a change needs p < alpha / 50 (0.001 at the default alpha):
 # a Haybittle-Peto boundary. Under A/A, the band alone stops nothing once the
@@ -277,7 +278,7 @@ def decide(
     alpha: float,
     base_cv: float,
     head_cv: float,
-    max_cv: float = 0.10,
+    max_cv: float = MAX_CV,
     n_min: int = 3,
 ) -> tuple[Verdict, str]:
     """The (verdict, reason) for one regime; see the module and README for the rules.
