@@ -23,7 +23,6 @@ from perfctl.cli.common import (
     out_console,
 )
 from perfctl.errors import UsageError
-from perfctl.measure.runner import Precision
 
 if TYPE_CHECKING:
     from perfctl.model import Comparison
@@ -101,40 +100,6 @@ def parse_subjects(values: list[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def precision_for(
-    fast: bool, rigorous: bool, processes: int | None, values: int | None, min_time: float | None
-) -> Precision:
-    """The runner Precision chosen by the flags."""
-    from dataclasses import replace
-
-    from perfctl.measure import runner
-
-    if fast and rigorous:
-        raise UsageError("--fast and --rigorous exclude each other", "pick one")
-    base = (
-        runner.PRECISION_FAST
-        if fast
-        else runner.PRECISION_RIGOROUS
-        if rigorous
-        else runner.PRECISION_DEFAULT
-    )
-    return replace(
-        base,
-        processes=processes or base.processes,
-        values=values or base.values,
-        min_time=min_time or base.min_time,
-    )
-
-
-def _processes(given: int | None, measure: Measure) -> int | None:
-    """Counters take 3 processes unless --processes says otherwise (their CV is ~0)."""
-    if given is not None or measure == Measure.time:
-        return given
-    from perfctl.measure.counters import PROCESSES
-
-    return PROCESSES
-
-
 @guarded
 def list_cmd(
     regimes: RegimesOpt = None,
@@ -151,19 +116,10 @@ def list_cmd(
     from dataclasses import asdict
 
     from perfctl.config import load_config
-    from perfctl.envs import current_target
-    from perfctl.regimes import discovery
+    from perfctl.jobs.run import list_regimes
 
     config = load_config(project, standalone=bool(regimes))
-    target = current_target(config)
-    files = discovery.regime_files(config, regimes or [])
-    infos = discovery.select(
-        discovery.probe(
-            target.python, files, cwd=target.cwd, env=target.env, inherit=config.inherit_environ
-        ),
-        [],
-        family,
-    )
+    infos = list_regimes(config, regimes or [], family)
     if fmt == TableOrJson.json:
         emit(json.dumps([asdict(i) for i in infos], indent=2))
         return
@@ -218,7 +174,7 @@ def run_cmd(
     """
 
     from perfctl.config import load_config
-    from perfctl.jobs.run import RunOptions, run_checkout
+    from perfctl.jobs.run import RunOptions, precision_for, run_checkout
     from perfctl.jobs.settings import isolated_notice, refuse_untimed, timed_cpus
     from perfctl.render import tables as render
 
@@ -229,7 +185,7 @@ def run_cmd(
         regimes=tuple(regimes or ()),
         globs=tuple(regime or ()),
         family=family,
-        precision=precision_for(fast, rigorous, _processes(processes, measure), values, min_time),
+        precision=precision_for(fast, rigorous, processes, values, min_time, measure.value),
         subjects=parse_subjects(subject),
         lock_wait=lock_wait,
         measure=measure.value,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from perfctl import __version__
 from perfctl.config import Config
+from perfctl.errors import UsageError
 from perfctl.measure import procs, runner
 from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status, finished_status
 from perfctl.regimes import discovery
@@ -31,6 +32,48 @@ class RunOptions:
     # "time" (pyperf), "instructions" (callgrind) or "memory" (tracemalloc): measure/counters.py
     measure: str = "time"
     affinity: tuple[int, ...] = ()  # --affinity: CPUs every timed worker is pinned to
+
+
+def precision_for(
+    fast: bool,
+    rigorous: bool,
+    processes: int | None,
+    values: int | None,
+    min_time: float | None,
+    measure: str = "time",
+) -> runner.Precision:
+    """The runner Precision chosen by `run`'s flags: a preset, then the numbers given.
+
+    Counters take 3 processes unless ``--processes`` says otherwise (their CV is ~0).
+    """
+    from dataclasses import replace
+
+    if fast and rigorous:
+        raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    if processes is None and measure != "time":
+        from perfctl.measure.counters import PROCESSES
+
+        processes = PROCESSES
+    base = runner.PRECISION_FAST if fast else runner.PRECISION_RIGOROUS if rigorous else None
+    base = base or runner.PRECISION_DEFAULT
+    return replace(
+        base,
+        processes=processes or base.processes,
+        values=values or base.values,
+        min_time=min_time or base.min_time,
+    )
+
+
+def list_regimes(config: Config, paths: Sequence[str], family: str | None) -> list[RegimeInfo]:
+    """The regimes `perfctl list` shows: probed in the current checkout, ``family`` only."""
+    from perfctl.envs import current_target
+
+    target = current_target(config)
+    files = discovery.regime_files(config, list(paths))
+    found = discovery.probe(
+        target.python, files, cwd=target.cwd, env=target.env, inherit=config.inherit_environ
+    )
+    return discovery.select(found, [], family)
 
 
 def subjects_env(config: Config, cli: Sequence[tuple[str, str]]) -> dict[str, str]:
