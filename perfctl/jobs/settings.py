@@ -1,9 +1,9 @@
 """Compare's options bundle: one CompareSettings, parsed once from flags, config and preset.
 
 `compare`, `ci`, `plan update` and `bisect` build theirs with :func:`settings_for`
-(the demo has its own two, `jobs.demo.demo_settings`). The presets here are compare's (rounds of interleaved
-processes); `perfctl run`'s presets are pyperf's process × value counts
-(``measure.runner``).
+(the demo has its own two, ``jobs.demo.demo_settings``). The presets here are
+compare's (rounds of interleaved processes); `perfctl run`'s presets are pyperf's
+process × value counts (``measure.runner``).
 """
 
 from __future__ import annotations
@@ -89,27 +89,22 @@ def settings_for(
     """
     if fast and rigorous:
         raise UsageError("--fast and --rigorous exclude each other", "pick one")
-    threshold_given = threshold is not None
-    _check_numbers(dict(rounds=rounds, max_rounds=max_rounds, values=values, min_time=min_time,
-                        time_budget=time_budget, burst_wait=burst_wait, threshold=threshold,
-                        alpha=alpha))  # fmt: skip
+    given: dict[str, float | None] = {
+        "rounds": rounds, "max_rounds": max_rounds, "values": values, "min_time": min_time,
+        "time_budget": time_budget, "burst_wait": burst_wait, "threshold": threshold,
+        "alpha": alpha,
+    }  # fmt: skip
+    _check_numbers(given)
     _check_modes(config, pairing, clock)
     if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
-        threshold, rounds, max_rounds = counters.counter_settings(
+        given["threshold"], given["rounds"], given["max_rounds"] = counters.counter_settings(
             pairing, threshold, rounds, max_rounds
         )
     if config is not None:
-        if not (fast or rigorous):
-            rounds = rounds if rounds is not None else config.rounds
-            time_budget = time_budget if time_budget is not None else config.time_budget
-        threshold = threshold if threshold is not None else config.threshold
-        alpha = alpha if alpha is not None else config.alpha
-        burst_wait = burst_wait if burst_wait is not None else config.burst_wait
+        _config_defaults(given, config, preset=fast or rigorous)
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
-    given = dict(rounds=rounds, max_rounds=max_rounds, values=values, min_time=min_time,
-                 time_budget=time_budget, threshold=threshold, burst_wait=burst_wait)  # fmt: skip
     sched = replace(
-        _counts(s.schedule, {k: v for k, v in given.items() if v is not None}, measure),
+        _counts(s.schedule, given, measure),
         order=order,
         seed=seed,
         pairing=pairing,
@@ -117,8 +112,26 @@ def settings_for(
         measure=measure,
         affinity=timed_cpus(affinity, config, measure),
     )
-    alpha = alpha if alpha is not None else s.alpha
-    return replace(s, schedule=sched, alpha=alpha, threshold_given=threshold_given, **kw)  # type: ignore[arg-type]
+    return replace(
+        s,
+        schedule=sched,
+        alpha=_pick(given, "alpha", s.alpha),
+        threshold_given=threshold is not None,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _config_defaults(given: dict[str, float | None], config: Config, *, preset: bool) -> None:
+    """Fill what the flags left out from the config; rounds and budget only for the default."""
+    keys = ["threshold", "alpha", "burst_wait"] + ([] if preset else ["rounds", "time_budget"])
+    for key in keys:
+        if given[key] is None:
+            given[key] = getattr(config, key)
+
+
+def _pick(given: Mapping[str, float | None], key: str, default: float) -> float:
+    value = given.get(key)
+    return default if value is None else value
 
 
 def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
@@ -131,20 +144,20 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
         )
 
 
-def _counts(sched: Schedule, given: dict[str, float], measure: str) -> Schedule:
+def _counts(sched: Schedule, given: Mapping[str, float | None], measure: str) -> Schedule:
     """The preset's schedule with the numbers that were given; max_rounds never below rounds."""
-    first = int(given.get("rounds", sched.rounds))
-    last = max(int(given.get("max_rounds", max(sched.max_rounds, first))), first)
+    first = int(_pick(given, "rounds", sched.rounds))
+    last = max(int(_pick(given, "max_rounds", max(sched.max_rounds, first))), first)
     return replace(
         sched,
         rounds=first,
         max_rounds=last,
-        values=int(given.get("values", sched.values)),
-        min_time=given.get("min_time", sched.min_time),
-        time_budget=given.get("time_budget", sched.time_budget),
-        threshold=given.get("threshold", sched.threshold),
+        values=int(_pick(given, "values", sched.values)),
+        min_time=_pick(given, "min_time", sched.min_time),
+        time_budget=_pick(given, "time_budget", sched.time_budget),
+        threshold=_pick(given, "threshold", sched.threshold),
         # Counters are never held: their record says so (0) whatever the config says.
-        burst_wait=given.get("burst_wait", sched.burst_wait) if measure == "time" else 0.0,
+        burst_wait=_pick(given, "burst_wait", sched.burst_wait) if measure == "time" else 0.0,
     )
 
 
