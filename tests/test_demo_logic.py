@@ -9,6 +9,8 @@ on real processes.
 from __future__ import annotations
 
 import re
+import shutil
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,20 @@ def test_demo_runs_its_pipeline_on_scripted_processes(
         return c
 
     monkeypatch.setattr(demo, "_profile_most_improved", no_profile)
+    # The package's demo data with bytecode beside it, as compileall or an import leaves
+    # it: none of it may reach the project.
+    package = tmp_path / "package"
+    shutil.copytree(
+        Path(str(resources.files("perfctl"))) / "data" / "demo", package / "data" / "demo"
+    )
+    for phase in ("phase-0", "phase-2"):
+        cache = package / "data" / "demo" / phase / "minibridge" / "__pycache__"
+        cache.mkdir(exist_ok=True)
+        (cache / "bridge.cpython-311.pyc").write_bytes(b"stale")
+    real = resources.files
+    monkeypatch.setattr(
+        demo.resources, "files", lambda name: package if name == "perfctl" else real(name)
+    )
     fake = FakeExecutor(_dists(), family="demo", baselines={"payload_large_sum": "direct_sum"})
     said: list[str] = []
     result = demo.run_demo(tmp_path / "demo", quick=True, say=said.append, executor=fake)

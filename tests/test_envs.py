@@ -109,7 +109,7 @@ def test_env_runs_project_perfctl_and_pyperf(project: GitRepo, built: Target) ->
     assert runtime > site  # the project's own packages win over the runtime's
 
 
-def test_cache_hit_is_fast_and_reuses_the_env(project: GitRepo, built: Target) -> None:
+def test_cache_hit_reuses_the_env(project: GitRepo, built: Target) -> None:
     assert built.env_dir is not None
     inode = built.env_dir.stat().st_ino
     said: list[str] = []

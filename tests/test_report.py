@@ -646,6 +646,13 @@ def test_a_runs_history_point_is_its_process_medians_interval() -> None:
     assert median_interval(((1.0,), (3.0,))) == Interval(2.0, 1.0, 3.0, "range")
     # The process is the unit: two values in one process are one mean.
     assert median_interval(((1.0, 3.0), (2.0,))) == Interval(2.0, 2.0, 2.0, "range")
+    # A failed result is no point of the history, whatever values it kept.
+    runs = make_runs(4, 1)
+    failed = replace(runs[1].results[0], status=Status.FAILED)
+    runs[1] = replace(runs[1], results=(failed,))
+    (series,) = history.trend_series(runs, dates=True)
+    assert len(series.points) == 3
+    assert all(f"run {runs[1].id}" not in p.hover for p in series.points)
 
 
 def test_commit_time_normalises_offsets() -> None:

@@ -232,6 +232,8 @@ def _artifacts_dir(tmp_path: Path) -> Path:
 def load(browser: Browser, html: Path, shot: Path, timeout: float = 30) -> dict[str, Any]:
     """Open a report from disk, wait for every chart, screenshot it; return what was seen."""
     browser.drain()
+    # Every test opens the same URL: the page polled below must be a new document.
+    before = browser.evaluate("performance.timeOrigin")
     browser.call("Page.navigate", session=True, url=html.resolve().as_uri())
     deadline = time.monotonic() + timeout
     state: dict[str, Any] = {}
@@ -244,14 +246,17 @@ def load(browser: Browser, html: Path, shot: Path, timeout: float = 30) -> dict[
                     rendered: charts.filter(d => d.querySelector('.main-svg')).length,
                     // A chart the page gave up on (no plotly.js) is settled, too.
                     missing: charts.filter(d => d.classList.contains('chart-missing')).length,
-                    pwned: window.__pwned === undefined ? null : window.__pwned};
+                    pwned: window.__pwned === undefined ? null : window.__pwned,
+                    origin: performance.timeOrigin};
         })()""")
             or {}
         )
         settled = state.get("rendered", 0) + state.get("missing", 0)
-        if state.get("ready") == "complete" and settled == state["charts"]:
+        new = state.get("origin", 0) > before
+        if new and state.get("ready") == "complete" and settled == state["charts"]:
             break
         time.sleep(0.1)
+    assert state.get("origin", 0) > before, f"{html.name} never replaced the page before it"
     events = browser.drain()
     # Dismiss any dialog so the page (and the next test) is not stuck.
     if any(e.get("method") == "Page.javascriptDialogOpening" for e in events):

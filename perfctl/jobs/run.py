@@ -54,8 +54,11 @@ def precision_for(
         from perfctl.measure.counters import PROCESSES
 
         processes = PROCESSES
-    base = runner.PRECISION_FAST if fast else runner.PRECISION_RIGOROUS if rigorous else None
-    base = base or runner.PRECISION_DEFAULT
+    base = (
+        runner.PRECISION_FAST
+        if fast
+        else (runner.PRECISION_RIGOROUS if rigorous else runner.PRECISION_DEFAULT)
+    )
     return replace(
         base,
         processes=processes or base.processes,

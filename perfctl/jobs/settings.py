@@ -101,7 +101,7 @@ def settings_for(
             pairing, threshold, rounds, max_rounds
         )
     if config is not None:
-        _config_defaults(given, config, preset=fast or rigorous)
+        given = _config_defaults(given, config, preset=fast or rigorous)
     s = COMPARE_FAST if fast else COMPARE_RIGOROUS if rigorous else COMPARE_DEFAULT
     sched = replace(
         _counts(s.schedule, given, measure),
@@ -121,12 +121,12 @@ def settings_for(
     )
 
 
-def _config_defaults(given: dict[str, float | None], config: Config, *, preset: bool) -> None:
-    """Fill what the flags left out from the config; rounds and budget only for the default."""
+def _config_defaults(
+    given: dict[str, float | None], config: Config, *, preset: bool
+) -> dict[str, float | None]:
+    """What the flags left out, from the config; rounds and budget only for the default preset."""
     keys = ["threshold", "alpha", "burst_wait"] + ([] if preset else ["rounds", "time_budget"])
-    for key in keys:
-        if given[key] is None:
-            given[key] = getattr(config, key)
+    return {**given, **{k: getattr(config, k) for k in keys if given[k] is None}}
 
 
 def _pick(given: Mapping[str, float | None], key: str, default: float) -> float:

@@ -341,7 +341,7 @@ def trend_figure(regime: str, points: Sequence[TrendPoint], dates: bool) -> Figu
     data = [
         {**line, "x": x, "y": [p.ci_high_s / scale for p in points], "showlegend": False},
         {**line, "x": x, "y": [p.ci_low_s / scale for p in points], "fill": "tonexty",
-         "fillcolor": BAND_FILL, "name": "95% CI"},
+         "fillcolor": BAND_FILL, "name": "95% CI (range under 6 processes)"},
         {"type": "scatter", "x": x, "y": [p.median_s / scale for p in points],
          "mode": "lines+markers", "line": {"color": HEAD_COLOUR, "width": 1.5},
          "marker": {"size": 5}, "hovertext": [p.hover for p in points], "hoverinfo": "text",
