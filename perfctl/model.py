@@ -98,6 +98,60 @@ class Fact(Notice):
     __slots__ = ()
 
 
+class WarningKind(StrEnum):
+    """What a comparison's warning is about: ``warning_kinds`` in its JSON, beside the texts."""
+
+    BUSY_MACHINE = "busy-machine"  # the load average was above the CPU count
+    HELD_FOR_BURSTS = "held-for-bursts"  # --burst-wait held rounds (or could not)
+    OVER_LIMIT = "over-limit"  # a regime's peak memory is over its max_peak
+    LIMIT_NOT_CHECKED = "limit-not-checked"  # max_peak declared, memory not measured
+    CONFIRMED = "confirmed"  # --confirm re-measured the flagged regimes
+    MEASURED_APART = "measured-apart"  # --mix-runs: the sides come from two sessions
+    MACHINES_DIFFER = "machines-differ"  # sides (or shards) ran on different machines
+    PLACEMENT_DIFFERS = "placement-differs"  # workers pinned differently (--affinity)
+    OTHER = "other"  # stored before kinds were, or a kind this perfctl does not know
+
+
+class Caveat(str):
+    """One warning of a comparison: the text every output shows, and its ``kind``.
+
+    A ``str``, so every renderer and escaper takes it as the text it always was;
+    the kind travels beside it (``to_dict`` writes ``warning_kinds``).
+    """
+
+    kind: WarningKind
+
+    def __new__(cls, text: str, kind: WarningKind = WarningKind.OTHER) -> Caveat:
+        self = super().__new__(cls, text)
+        object.__setattr__(self, "kind", WarningKind(kind))
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Caveat is frozen: cannot set {name}")
+
+    def __getnewargs__(self) -> tuple[str, WarningKind]:  # type: ignore[override]
+        return str(self), self.kind
+
+    def __repr__(self) -> str:
+        return f"Caveat({str(self)!r}, {self.kind.value!r})"
+
+
+def kind_of(warning: str) -> WarningKind:
+    """A warning's kind: a Caveat's own, else ``other``."""
+    return warning.kind if isinstance(warning, Caveat) else WarningKind.OTHER
+
+
+def _caveats(texts: Iterable[str], kinds: Iterable[str]) -> tuple[Caveat, ...]:
+    known = {k.value for k in WarningKind}
+    kinds = list(kinds)
+    return tuple(
+        Caveat(
+            t, WarningKind(kinds[i]) if i < len(kinds) and kinds[i] in known else WarningKind.OTHER
+        )
+        for i, t in enumerate(texts)
+    )
+
+
 @dataclass(frozen=True)
 class Machine:
     """Where a measurement ran; ``id`` is a short hash of the stable fields."""
@@ -272,7 +326,7 @@ class Comparison:
     alpha: float = 0.05
     correction: str = "benjamini-hochberg"
     commits: tuple[RefInfo, ...] = ()  # commits in base..head, newest first
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Caveat, ...] = ()  # with their kinds: ``warning_kinds`` in the JSON
     base_run: str = ""
     head_run: str = ""
     head_machine: Machine | None = None
@@ -301,8 +355,13 @@ class Comparison:
 
 
 def to_dict(obj: Any) -> Any:
-    """A JSON-ready dict of a record (tuples become lists)."""
-    return dataclasses.asdict(obj)
+    """A JSON-ready dict of a record (tuples become lists; a comparison's warning kinds beside
+    its warnings, so that readers of the plain texts keep working)."""
+    d = dataclasses.asdict(obj)
+    if isinstance(obj, Comparison):
+        d["warnings"] = [str(w) for w in obj.warnings]
+        d["warning_kinds"] = [kind_of(w).value for w in obj.warnings]
+    return d
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:
@@ -391,5 +450,5 @@ def comparison_from_dict(d: dict[str, Any]) -> Comparison:
         d["head_machine"] = machine_from_dict(d["head_machine"])
     d["regimes"] = tuple(regime_comparison_from_dict(r) for r in d.get("regimes", ()))
     d["commits"] = tuple(ref_from_dict(c) for c in d.get("commits", ()))
-    d["warnings"] = tuple(d.get("warnings", ()))
+    d["warnings"] = _caveats(d.get("warnings", ()), d.get("warning_kinds") or ())
     return _build(Comparison, d)

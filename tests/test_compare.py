@@ -426,6 +426,7 @@ def _busy(repo: GitRepo, cid: str) -> None:
     path = repo.path / ".perfctl" / "comparisons" / f"{cid}.json"
     data = json.loads(path.read_text("utf-8"))
     data["warnings"] = ["the machine was busy while measuring (load average up to 9.5 on 2 CPUs)"]
+    data["warning_kinds"] = ["busy-machine"]
     data["settings"]["load_average"] = [3.25, 9.5]
     path.write_text(json.dumps(data), "utf-8")
 
@@ -524,6 +525,10 @@ def test_from_store_refuses_runs_measured_apart_unless_mix_runs(stored: GitRepo)
         "runs measured apart (--mix-runs): base and head were not measured"
     )
     assert any("head side, from comparison" in w and "busy" in w for w in c["warnings"])
+    # Each warning's kind beside it, an inherited one keeping its own.
+    kinds = dict(zip(c["warnings"], c["warning_kinds"], strict=True))
+    assert kinds[c["warnings"][0]] == "measured-apart"
+    assert {k for w, k in kinds.items() if "head side, from comparison" in w} == {"busy-machine"}
     assert c["settings"]["load_average"][1] >= 9.5  # the busier of the two sessions
     # The warning reaches every output: terminal, markdown, the HTML report, the PR comment.
     term = run_cli("compare", "--from-store", "s1", "s2", "--mix-runs", cwd=stored.path)

@@ -21,7 +21,7 @@ import pytest
 from perfctl.config import load_config
 from perfctl.errors import PlanError
 from perfctl.git.refs import resolve_ref
-from perfctl.model import Comparison, Machine, RegimeComparison, SideStats
+from perfctl.model import Caveat, Comparison, Machine, RegimeComparison, SideStats
 from perfctl.plan.document import parse_doc
 from perfctl.plan.update import (
     guard_check,
@@ -825,7 +825,7 @@ def test_real_measurement_of_a_phase_with_a_known_effect(git_repo, cli):
 
 # --- which stored comparison a phase uses (#12.3) ------------------------------------------
 
-BUSY = "the machine was busy while measuring (load average up to 9.5 on 2 CPUs)"
+BUSY = Caveat("the machine was busy while measuring (load average up to 9.5 on 2 CPUs)")
 
 
 def _save(repo, c: Comparison) -> Comparison:

@@ -28,6 +28,7 @@ from perfctl.model import (
     REGRESSED,
     SKIPPED,
     WITHIN_NOISE,
+    Caveat,
     Comparison,
     Machine,
     RefInfo,
@@ -37,6 +38,7 @@ from perfctl.model import (
     SideStats,
     Status,
     Verdict,
+    WarningKind,
 )
 from perfctl.render import charts, history
 from perfctl.render import html as page
@@ -188,7 +190,7 @@ def make_comparison(
         regimes=tuple(regimes),
         settings={"rounds": 10, "note": "n" + text},
         commits=(RefInfo("", "c" * 40, "Middle commit" + text, "2026-01-01T12:00:00+00:00"),),
-        warnings=("a warning" + text,),
+        warnings=(Caveat("a warning" + text, WarningKind.BUSY_MACHINE),),
     )
 
 

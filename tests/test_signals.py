@@ -15,6 +15,7 @@ from perfctl.model import (
     INCONCLUSIVE,
     NO_CHANGE,
     REGRESSED,
+    Caveat,
     Comparison,
     Machine,
     RefInfo,
@@ -107,7 +108,7 @@ def test_a_hostile_signals_comment_is_cut_to_fit() -> None:
     from perfctl.render.comment import CommentOptions, github_length
     from perfctl.render.signals import signals_comment
 
-    huge = ("&" * 200,) * 300
+    huge = (Caveat("&" * 200),) * 300
     big = tuple(
         replace(c, warnings=huge, base=RefInfo("&" * 5000, "1" * 40, subject="&" * 5000))
         for c in SIGNALS

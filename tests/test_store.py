@@ -228,6 +228,47 @@ def test_verdicts_and_statuses_load_as_enums(tmp_path: Path) -> None:
     assert '"verdict": "regressed"' in _stored_json(tmp_path / ".perfctl", c.id).read_text()
 
 
+def test_warnings_keep_their_kinds_and_stay_plain_text(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    from perfctl.model import Caveat, WarningKind, comparison_from_dict, to_dict
+    from perfctl.store.schema import validate_comparison_dict
+
+    busy = Caveat("the machine was busy", WarningKind.BUSY_MACHINE)
+    apart = Caveat("runs measured apart", WarningKind.MEASURED_APART)
+    c = dataclasses.replace(
+        comparison("20260101T000000-bbbbbb", "2026-01-01"), warnings=(busy, apart)
+    )
+    store = open_store(tmp_path / ".perfctl")
+    store.save_comparison(c)
+    stored = json.loads(_stored_json(tmp_path / ".perfctl", c.id).read_text())
+    # The texts as they always were (readers of them keep working), the kinds beside them.
+    assert stored["warnings"] == ["the machine was busy", "runs measured apart"]
+    assert stored["warning_kinds"] == ["busy-machine", "measured-apart"]
+    validate_comparison_dict(stored)
+    loaded = store.load_comparison(c.id)
+    assert [(str(w), w.kind) for w in loaded.warnings] == [
+        ("the machine was busy", WarningKind.BUSY_MACHINE),
+        ("runs measured apart", WarningKind.MEASURED_APART),
+    ]
+    assert loaded == c and "busy" in loaded.warnings[0]  # still a str to every renderer
+    # A record written before kinds were, or with a kind from a newer perfctl: "other".
+    old = {k: v for k, v in stored.items() if k != "warning_kinds"}
+    assert [w.kind for w in comparison_from_dict(old).warnings] == [WarningKind.OTHER] * 2
+    newer = {**stored, "warning_kinds": ["busy-machine", "cosmic-rays"]}
+    assert [w.kind for w in comparison_from_dict(newer).warnings] == [
+        WarningKind.BUSY_MACHINE,
+        WarningKind.OTHER,
+    ]
+    # Copied, pickled (process pools) or turned into a dict, a warning keeps its kind.
+    for again in (copy.deepcopy(busy), pickle.loads(pickle.dumps(busy))):
+        assert (again, again.kind) == (busy, WarningKind.BUSY_MACHINE)
+    assert to_dict(c)["warning_kinds"] == ["busy-machine", "measured-apart"]
+    with pytest.raises(AttributeError):
+        busy.kind = WarningKind.OTHER
+
+
 def test_a_record_from_a_newer_perfctl_is_refused_with_a_hint(tmp_path: Path) -> None:
     import json
 

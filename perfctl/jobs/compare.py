@@ -29,6 +29,7 @@ from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES
 from perfctl.measure.quiet import Quiet
 from perfctl.model import (
+    Caveat,
     Comparison,
     Fact,
     Notice,
@@ -36,6 +37,7 @@ from perfctl.model import (
     RegimeInfo,
     RegimeResult,
     Run,
+    WarningKind,
     finished_status,
 )
 from perfctl.regimes import discovery
@@ -394,5 +396,11 @@ def _confirm(
     return replace(
         c,
         regimes=tuple(out),
-        warnings=(*c.warnings, f"re-measured {len(flagged)} flagged regime(s) with --confirm"),
+        warnings=(
+            *c.warnings,
+            Caveat(
+                f"re-measured {len(flagged)} flagged regime(s) with --confirm",
+                WarningKind.CONFIRMED,
+            ),
+        ),
     )

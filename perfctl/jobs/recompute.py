@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from perfctl.errors import StoreError, UsageError
 from perfctl.measure.interleave import SIDES
-from perfctl.model import Comparison, RefInfo, RegimeComparison, RegimeResult, Run
+from perfctl.model import (
+    Caveat,
+    Comparison,
+    RefInfo,
+    RegimeComparison,
+    RegimeResult,
+    Run,
+    WarningKind,
+    kind_of,
+)
 from perfctl.regimes import discovery
 from perfctl.render.escape import shell_command
 from perfctl.store.local import Store, new_id, open_store, utcnow
@@ -255,20 +264,28 @@ def _mix_runs(
     )
 
 
-def _mixed_warnings(runs: dict[str, Run], origins: dict[str, Comparison | None]) -> tuple[str, ...]:
+def _mixed_warnings(
+    runs: dict[str, Run], origins: dict[str, Comparison | None]
+) -> tuple[Caveat, ...]:
     def where(side: str) -> str:
         c = origins[side]
         return f"comparison {c.id}" if c else f"run {runs[side].id}, started {runs[side].started}"
 
     out = [
-        f"runs measured apart (--mix-runs): base and head were not measured together (base from "
-        f"{where('base')}, head from {where('head')}); a difference may be the other "
-        "session's load, machine state or regime set rather than the code"
+        Caveat(
+            f"runs measured apart (--mix-runs): base and head were not measured together (base "
+            f"from {where('base')}, head from {where('head')}); a difference may be the other "
+            "session's load, machine state or regime set rather than the code",
+            WarningKind.MEASURED_APART,
+        )
     ]
     if runs["base"].machine.id != runs["head"].machine.id:
         out.append(
-            f"base and head were measured on different machines ({runs['base'].machine.id} "
-            f"vs {runs['head'].machine.id}): differences may be the machine's"
+            Caveat(
+                f"base and head were measured on different machines ({runs['base'].machine.id} "
+                f"vs {runs['head'].machine.id}): differences may be the machine's",
+                WarningKind.MACHINES_DIFFER,
+            )
         )
     placed = {side: _placement(runs[side], origins[side]) for side in SIDES}
     if placed["base"] != placed["head"]:
@@ -276,13 +293,18 @@ def _mixed_warnings(runs: dict[str, Run], origins: dict[str, Comparison | None])
 
         shown = {s: format_cpus(cpus) if cpus else "not pinned" for s, cpus in placed.items()}
         out.append(
-            f"base and head workers were placed differently (--affinity: base {shown['base']}, "
-            f"head {shown['head']}): differences may be where they ran"
+            Caveat(
+                f"base and head workers were placed differently (--affinity: base "
+                f"{shown['base']}, head {shown['head']}): differences may be where they ran",
+                WarningKind.PLACEMENT_DIFFERS,
+            )
         )
     for side in SIDES:
         c = origins[side]
         if c is not None:  # that session's own warnings (busy machine, ...) still hold
-            out += [f"{side} side, from comparison {c.id}: {w}" for w in c.warnings]
+            out += [
+                Caveat(f"{side} side, from comparison {c.id}: {w}", kind_of(w)) for w in c.warnings
+            ]
     return tuple(dict.fromkeys(out))
 
 

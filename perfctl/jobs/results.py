@@ -9,7 +9,15 @@ from perfctl.measure import runner
 from perfctl.measure.interleave import SIDES, SideData
 from perfctl.measure.machine import busy_warning
 from perfctl.measure.quiet import Quiet
-from perfctl.model import OK, Comparison, RegimeInfo, RegimeResult, Status
+from perfctl.model import (
+    OK,
+    Caveat,
+    Comparison,
+    RegimeInfo,
+    RegimeResult,
+    Status,
+    WarningKind,
+)
 
 
 def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) -> Comparison:
@@ -18,7 +26,8 @@ def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) ->
     ``readings`` are the executor's (load average, CPU count) pairs.
     """
     cpus = next((n for _, n in readings if n), None)
-    warning = busy_warning([x for x, _ in readings], cpus)
+    busy = busy_warning([x for x, _ in readings], cpus)
+    warning = Caveat(busy, WarningKind.BUSY_MACHINE) if busy else None
     seen = [x for x, _ in readings if x is not None]
     span = [min(seen), max(seen)] if seen else None
     return replace(
@@ -30,7 +39,8 @@ def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) ->
 
 def with_quiet(c: Comparison, quiet: Quiet) -> Comparison:
     """Record the seconds held for bursts to pass, and say so when any were."""
-    warning = quiet.warning()
+    held = quiet.warning()
+    warning = Caveat(held, WarningKind.HELD_FOR_BURSTS) if held else None
     return replace(
         c,
         settings={**c.settings, "burst_held": round(quiet.held, 1)},
@@ -41,14 +51,19 @@ def with_quiet(c: Comparison, quiet: Quiet) -> Comparison:
 def with_limits(c: Comparison) -> Comparison:
     """Warn about regimes over their ``max_peak``, or whose limit this measure cannot check."""
     over = [
-        f"{r.name}: {r.over_limit} (the regime's memory limit)" for r in c.regimes if r.over_limit
+        Caveat(f"{r.name}: {r.over_limit} (the regime's memory limit)", WarningKind.OVER_LIMIT)
+        for r in c.regimes
+        if r.over_limit
     ]
     declared = [r.name for r in c.regimes if r.max_peak is not None]
     unchecked = []
     if declared and c.settings.get("measure", "time") != "memory":
         unchecked = [
-            f"max_peak of {', '.join(declared[:5])}{' …' if len(declared) > 5 else ''} "
-            "not checked: only --measure memory measures peak memory"
+            Caveat(
+                f"max_peak of {', '.join(declared[:5])}{' …' if len(declared) > 5 else ''} "
+                "not checked: only --measure memory measures peak memory",
+                WarningKind.LIMIT_NOT_CHECKED,
+            )
         ]
     return replace(c, warnings=(*c.warnings, *over, *unchecked)) if over or unchecked else c
 

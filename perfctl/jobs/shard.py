@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from perfctl.config import Config
 from perfctl.errors import UsageError
-from perfctl.model import Comparison, RegimeResult
+from perfctl.model import Caveat, Comparison, RegimeResult, WarningKind, kind_of
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -183,25 +183,31 @@ def _provenance(shards: Sequence[Comparison]) -> list[dict[str, Any]]:
     ]
 
 
-def _warnings(shards: Sequence[Comparison]) -> tuple[str, ...]:
-    out: list[str] = []
+def _warnings(shards: Sequence[Comparison]) -> tuple[Caveat, ...]:
+    out: list[Caveat] = []
     for c in shards:
         label = shard_of(c).label()  # type: ignore[union-attr]
-        out.extend(f"shard {label}: {w}" for w in c.warnings if w not in out)
+        out.extend(Caveat(f"shard {label}: {w}", kind_of(w)) for w in c.warnings if w not in out)
     from perfctl.measure.machine import format_cpus
 
     placements = sorted({format_cpus(c.settings.get("affinity") or ()) for c in shards})
     placements = [p or "not pinned" for p in placements]
     if len(placements) > 1:
         out.append(
-            f"the shards pinned their workers differently (--affinity: {', '.join(placements)}): "
-            "the merged comparison names no placement"
+            Caveat(
+                f"the shards pinned their workers differently (--affinity: "
+                f"{', '.join(placements)}): the merged comparison names no placement",
+                WarningKind.PLACEMENT_DIFFERS,
+            )
         )
     machines = sorted({c.machine.id for c in shards})
     if len(machines) > 1:
         out.append(
-            f"the shards ran on different machines ({', '.join(machines)}): each regime's "
-            "base and head still shared one machine, but figures across regimes do not"
+            Caveat(
+                f"the shards ran on different machines ({', '.join(machines)}): each regime's "
+                "base and head still shared one machine, but figures across regimes do not",
+                WarningKind.MACHINES_DIFFER,
+            )
         )
     return tuple(out)
 

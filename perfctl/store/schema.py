@@ -193,6 +193,8 @@ _COMPARISON = _record(
         **dict.fromkeys(("threshold", "alpha"), _number),
         "commits": _list_of(_REF),
         "warnings": _list_of(_string),
+        # A kind this perfctl does not know (a newer one's) is read as "other", not refused.
+        "warning_kinds": _list_of(_string),
         "schema": _integer,
     },
     ("id", "created", "base", "head", "machine", "regimes"),
