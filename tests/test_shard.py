@@ -13,7 +13,7 @@ from perfctl.errors import UsageError
 from perfctl.jobs import shard
 from perfctl.jobs.compare import compare_refs, settings_for
 from perfctl.jobs.shard import Shard
-from perfctl.model import Comparison
+from perfctl.model import Caveat, Comparison, WarningKind, kind_of
 from tests.conftest import GitRepo, run_cli
 from tests.fakes import Dist, FakeExecutor
 
@@ -170,11 +170,17 @@ def test_merged_shards_pinned_differently_say_so(repo: GitRepo) -> None:
 
     one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
     pinned = replace(two, settings={**two.settings, "affinity": [1]})
-    (said,) = [w for w in shard.merge([one, pinned], "m", "now").warnings if "pinned" in w]
+    busy = Caveat("the machine was busy", WarningKind.BUSY_MACHINE)
+    merged = shard.merge([one, replace(pinned, warnings=(busy,))], "m", "now")
+    (said,) = [w for w in merged.warnings if "pinned" in w]
     assert said == (
         "the shards pinned their workers differently (--affinity: not pinned, 1): "
         "the merged comparison names no placement"
     )
+    assert said.kind == WarningKind.PLACEMENT_DIFFERS
+    # A shard's own warning is prefixed with its shard and keeps its kind.
+    (inherited,) = [w for w in merged.warnings if "busy" in w]
+    assert (inherited, kind_of(inherited)) == ("shard 2/2: the machine was busy", "busy-machine")
     first_pinned = replace(one, settings={**one.settings, "affinity": [0]})
     mixed = shard.merge([first_pinned, two], "m1", "now")
     assert not mixed.settings["affinity"]  # not the first shard's placement
