@@ -99,7 +99,8 @@ class Fact(Notice):
 
 
 class WarningKind(StrEnum):
-    """What a comparison's warning is about: ``warning_kinds`` in its JSON, beside the texts."""
+    """What a warning of a comparison or a profile is about: ``warning_kinds`` in the record's
+    JSON, beside the texts."""
 
     BUSY_MACHINE = "busy-machine"  # the load average was above the CPU count
     HELD_FOR_BURSTS = "held-for-bursts"  # --burst-wait held rounds (or could not)
@@ -109,11 +110,18 @@ class WarningKind(StrEnum):
     MEASURED_APART = "measured-apart"  # --mix-runs: the sides come from two sessions
     MACHINES_DIFFER = "machines-differ"  # sides (or shards) ran on different machines
     PLACEMENT_DIFFERS = "placement-differs"  # workers pinned differently (--affinity)
+    # A profile's (summary.json, diff.json):
+    SAMPLING_ERRORS = "sampling-errors"  # py-spy reported errors
+    SAMPLER_BEHIND = "sampler-behind"  # py-spy fell behind its rate
+    LOW_COVERAGE = "low-coverage"  # the regime was on CPU for under half its loop time
+    FEW_SAMPLES = "few-samples"  # too few samples for the shares to hold
+    STOPPED_EARLY = "stopped-early"  # the loop was interrupted
+    LOAD_CHANGED = "load-changed"  # time and CPU time per op moved apart between sides
     OTHER = "other"  # stored before kinds were, or a kind this perfctl does not know
 
 
 class Caveat(str):
-    """One warning of a comparison: the text every output shows, and its ``kind``.
+    """One warning of a comparison or a profile: the text every output shows, and its ``kind``.
 
     A ``str``, so every renderer and escaper takes it as the text it always was;
     the kind travels beside it (``to_dict`` writes ``warning_kinds``).
@@ -141,7 +149,9 @@ def kind_of(warning: str) -> WarningKind:
     return warning.kind if isinstance(warning, Caveat) else WarningKind.OTHER
 
 
-def _caveats(texts: Iterable[str], kinds: Iterable[str]) -> tuple[Caveat, ...]:
+def caveats(texts: Iterable[str], kinds: Iterable[str]) -> tuple[Caveat, ...]:
+    """Warnings rebuilt from a record's ``warnings`` and ``warning_kinds`` (missing or
+    unknown kinds are ``other``)."""
     known = {k.value for k in WarningKind}
     kinds = list(kinds)
     return tuple(
@@ -359,9 +369,14 @@ def to_dict(obj: Any) -> Any:
     its warnings, so that readers of the plain texts keep working)."""
     d = dataclasses.asdict(obj)
     if isinstance(obj, Comparison):
-        d["warnings"] = [str(w) for w in obj.warnings]
-        d["warning_kinds"] = [kind_of(w).value for w in obj.warnings]
+        d.update(warning_fields(obj.warnings))
     return d
+
+
+def warning_fields(warnings: Iterable[str]) -> dict[str, list[str]]:
+    """``warnings`` (the texts) and ``warning_kinds`` (the same order) of a record's JSON."""
+    warnings = list(warnings)
+    return {"warnings": [str(w) for w in warnings], "warning_kinds": [kind_of(w) for w in warnings]}
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:
@@ -450,5 +465,5 @@ def comparison_from_dict(d: dict[str, Any]) -> Comparison:
         d["head_machine"] = machine_from_dict(d["head_machine"])
     d["regimes"] = tuple(regime_comparison_from_dict(r) for r in d.get("regimes", ()))
     d["commits"] = tuple(ref_from_dict(c) for c in d.get("commits", ()))
-    d["warnings"] = _caveats(d.get("warnings", ()), d.get("warning_kinds") or ())
+    d["warnings"] = caveats(d.get("warnings", ()), d.get("warning_kinds") or ())
     return _build(Comparison, d)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from perfctl.model import RefInfo, SchemaMismatch
+from perfctl.model import Caveat, RefInfo, SchemaMismatch, WarningKind
 from perfctl.profile import hotspots, links, stackdiff, stacks
 from perfctl.profile import records as profile_records
 from perfctl.profile.stacks import LOOP, SUBPROCESS, THREAD, Frame, Stacks
@@ -315,11 +315,16 @@ def test_summary_round_trip() -> None:
         top_inclusive=top_incl,
         tree=tree,
         files={"summary": "x"},
-        warnings=("w",),
+        warnings=(Caveat("w", WarningKind.FEW_SAMPLES),),
     )
     d = profile_records.summary_to_dict(s)
     assert d["top_self"][0]["where"] == "r.py:hot"
     assert profile_records.summary_from_dict(d) == s
+    assert (d["warnings"], d["warning_kinds"]) == (["w"], ["few-samples"])
+    assert profile_records.summary_from_dict(d).warnings[0].kind == WarningKind.FEW_SAMPLES
+    assert profile_records.summary_from_dict({**d, "warning_kinds": []}).warnings[0].kind == (
+        WarningKind.OTHER  # a summary written before kinds were
+    )
     # Checked on load: a newer perfctl's record is refused with a hint, a foreign one too.
     with pytest.raises(SchemaMismatch, match="newer than this perfctl reads") as e:
         profile_records.summary_from_dict({**d, "schema": 2})

@@ -31,7 +31,7 @@ from pathlib import Path
 from perfctl.config import Config
 from perfctl.errors import ProfileFailed, UsageError
 from perfctl.files import ensure_output_dir
-from perfctl.model import RefInfo, RegimeInfo
+from perfctl.model import Caveat, RefInfo, RegimeInfo, WarningKind, kind_of
 from perfctl.profile import pyspy, recording, stackdiff
 from perfctl.profile.pyspy import Recording, RecordSettings
 from perfctl.profile.recording import Target
@@ -288,7 +288,7 @@ def _side(result: ProfileResult) -> DiffSide:
     )
 
 
-def _load_warning(before: DiffSide, after: DiffSide) -> tuple[str, ...]:
+def _load_warning(before: DiffSide, after: DiffSide) -> tuple[Caveat, ...]:
     """Warn when time and CPU time per op moved apart: the machine's load changed."""
     if not (before.cpu_per_op_s and after.cpu_per_op_s and before.per_op_s):
         return ()
@@ -297,9 +297,12 @@ def _load_warning(before: DiffSide, after: DiffSide) -> tuple[str, ...]:
     if 1 / LOAD_TOLERANCE <= time_ratio / cpu <= LOAD_TOLERANCE:
         return ()
     return (
-        f"time per op changed {time_ratio - 1:+.0%} but the worker's CPU time per op "
-        f"{cpu - 1:+.0%}: the regime waits differently, or the machine's load changed "
-        "between the two runs (shares are still comparable)",
+        Caveat(
+            f"time per op changed {time_ratio - 1:+.0%} but the worker's CPU time per op "
+            f"{cpu - 1:+.0%}: the regime waits differently, or the machine's load changed "
+            "between the two runs (shares are still comparable)",
+            WarningKind.LOAD_CHANGED,
+        ),
     )
 
 
@@ -325,7 +328,7 @@ def diff_profiles(
     final = diff_dir(config, before.regime, before.ref, after.ref)
     sides = _side(before), _side(after)
     warnings = _load_warning(*sides) + tuple(
-        f"{side}: {w}"
+        Caveat(f"{side}: {w}", kind_of(w))
         for side, r in (("before", before), ("after", after))
         for w in r.summary.warnings
     )

@@ -22,7 +22,7 @@ from perfctl.config import Config
 from perfctl.errors import ProfileFailed, ProfilerUnavailable
 from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
-from perfctl.model import RefInfo, RegimeInfo
+from perfctl.model import Caveat, RefInfo, RegimeInfo, WarningKind
 from perfctl.profile import hotspots, pyspy, stacks
 from perfctl.profile.pyspy import RecordSettings
 from perfctl.profile.records import ProfileSummary, summary_to_dict
@@ -196,35 +196,64 @@ def analyse(
 
 def _warnings(
     run: WorkerRun, settings: RecordSettings, coverage: float, regime_samples: int
-) -> tuple[str, ...]:
+) -> tuple[Caveat, ...]:
     rec, out = run.recording, []
     if rec.errors:
-        out.append(f"py-spy reported {rec.errors} sampling errors in {rec.samples} samples")
+        out.append(
+            Caveat(
+                f"py-spy reported {rec.errors} sampling errors in {rec.samples} samples",
+                WarningKind.SAMPLING_ERRORS,
+            )
+        )
     if "behind in sampling" in rec.log:
-        out.append("py-spy fell behind its sampling rate: lower --rate for accurate shares")
+        out.append(
+            Caveat(
+                "py-spy fell behind its sampling rate: lower --rate for accurate shares",
+                WarningKind.SAMPLER_BEHIND,
+            )
+        )
     if coverage < 0.5 and not settings.idle:
         out.append(
-            f"the regime was sampled on CPU for only {coverage:.0%} of its loop time "
-            "(it waits, or py-spy fell behind); per-op times spread that waiting over "
-            "the sampled functions: --idle shows the waits"
+            Caveat(
+                f"the regime was sampled on CPU for only {coverage:.0%} of its loop time "
+                "(it waits, or py-spy fell behind); per-op times spread that waiting over "
+                "the sampled functions: --idle shows the waits",
+                WarningKind.LOW_COVERAGE,
+            )
         )
     if regime_samples < FEW_SAMPLES:
         out.append(
-            f"only {regime_samples} samples in the regime: shares are rough "
-            "(raise --duration or --rate)"
+            Caveat(
+                f"only {regime_samples} samples in the regime: shares are rough "
+                "(raise --duration or --rate)",
+                WarningKind.FEW_SAMPLES,
+            )
         )
+    out += _run_warnings(run, settings)
+    return tuple(out)
+
+
+def _run_warnings(run: WorkerRun, settings: RecordSettings) -> list[Caveat]:
+    """What the loop's own status says: a busy machine, an early stop."""
+    out = []
     elapsed, wait = _busy_s(run.status)
     if wait > BUSY_SHARE * elapsed:
         out.append(
-            f"the machine was busy: the loop waited {wait / elapsed:.0%} of its time for a "
-            "CPU; per-op times leave that wait out, but caches and py-spy suffered too"
+            Caveat(
+                f"the machine was busy: the loop waited {wait / elapsed:.0%} of its time for "
+                "a CPU; per-op times leave that wait out, but caches and py-spy suffered too",
+                WarningKind.BUSY_MACHINE,
+            )
         )
     if run.status.get("interrupted"):
         out.append(
-            f"stopped early: the loop ran {float(run.status['elapsed_s']):.1f} s of "
-            f"{settings.duration:g} s"
+            Caveat(
+                f"stopped early: the loop ran {float(run.status['elapsed_s']):.1f} s of "
+                f"{settings.duration:g} s",
+                WarningKind.STOPPED_EARLY,
+            )
         )
-    return tuple(out)
+    return out
 
 
 def scale_of(summary: ProfileSummary, regime_s: float) -> float:

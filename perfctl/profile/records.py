@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfctl.config import Config
-from perfctl.model import RefInfo, check_schema, ref_from_dict
+from perfctl.model import Caveat, RefInfo, caveats, check_schema, ref_from_dict, warning_fields
 from perfctl.profile.hotspots import Hotspot, TreeEntry, format_time, format_tree, signed_time
 from perfctl.profile.stackdiff import FunctionDelta, MovedStep, NodeDelta
 
@@ -77,7 +77,7 @@ class ProfileSummary:
     top_inclusive: tuple[Hotspot, ...]
     tree: TreeEntry | None
     files: dict[str, str] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Caveat, ...] = ()  # with their kinds: ``warning_kinds`` in the JSON
     interrupted: bool = False
     cpu_s: float = 0.0
     wait_s: float = 0.0
@@ -95,7 +95,7 @@ def summary_to_dict(s: ProfileSummary) -> dict[str, Any]:
     out = dataclasses.asdict(s)
     out["top_self"] = [_hotspot_dict(h) for h in s.top_self]
     out["top_inclusive"] = [_hotspot_dict(h) for h in s.top_inclusive]
-    return out
+    return {**out, **warning_fields(s.warnings)}
 
 
 def _hotspot(d: dict[str, Any]) -> Hotspot:
@@ -135,7 +135,7 @@ def summary_from_dict(d: dict[str, Any]) -> ProfileSummary:
     kwargs["top_self"] = tuple(_hotspot(h) for h in d.get("top_self", ()))
     kwargs["top_inclusive"] = tuple(_hotspot(h) for h in d.get("top_inclusive", ()))
     kwargs["tree"] = _entry(d["tree"]) if d.get("tree") else None
-    kwargs["warnings"] = tuple(d.get("warnings", ()))
+    kwargs["warnings"] = caveats(d.get("warnings", ()), d.get("warning_kinds") or ())
     return ProfileSummary(**kwargs)
 
 
@@ -224,7 +224,7 @@ class DiffSummary:
     steps: tuple[MovedStep, ...]
     nodes: tuple[NodeDelta, ...]
     files: dict[str, str] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Caveat, ...] = ()  # with their kinds: ``warning_kinds`` in the JSON
     schema: int = DIFF_SCHEMA
     kind: str = "perfctl-profile-diff"
 
@@ -239,7 +239,7 @@ def diff_to_dict(d: DiffSummary) -> dict[str, Any]:
         "after_per_op_s": d.after.per_op_s,
         "steps": [{**dataclasses.asdict(s), "delta_per_op_s": s.delta_per_op_s} for s in d.steps],
     }
-    return out
+    return {**out, **warning_fields(d.warnings)}
 
 
 def _only(cls: type, data: dict[str, Any]) -> Any:
@@ -266,7 +266,7 @@ def diff_from_dict(d: dict[str, Any]) -> DiffSummary:
         steps,
         nodes,
         dict(d.get("files", {})),
-        tuple(d.get("warnings", ())),
+        caveats(d.get("warnings", ()), d.get("warning_kinds") or ()),
         d.get("schema", DIFF_SCHEMA),
     )
 
