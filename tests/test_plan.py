@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from perfctl.caveats import Caveat
 from perfctl.config import load_config
 from perfctl.errors import PlanError
 from perfctl.git.refs import resolve_ref
-from perfctl.model import Caveat, Comparison, Machine, RegimeComparison, SideStats
+from perfctl.model import Comparison, Machine, RegimeComparison, SideStats
 from perfctl.plan.document import parse_doc
 from perfctl.plan.update import (
     guard_check,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from perfctl.caveats import Caveat, WarningKind
 from perfctl.errors import StoreError, UsageError
 from perfctl.model import (
     FAILED,
@@ -28,7 +29,6 @@ from perfctl.model import (
     REGRESSED,
     SKIPPED,
     WITHIN_NOISE,
-    Caveat,
     Comparison,
     Machine,
     RefInfo,
@@ -38,7 +38,6 @@ from perfctl.model import (
     SideStats,
     Status,
     Verdict,
-    WarningKind,
 )
 from perfctl.render import charts, history
 from perfctl.render import html as page

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from perfctl.caveats import Caveat, WarningKind, kind_of
 from perfctl.config import load_config
 from perfctl.errors import UsageError
 from perfctl.jobs import shard
 from perfctl.jobs.compare import compare_refs, settings_for
 from perfctl.jobs.shard import Shard
-from perfctl.model import Caveat, Comparison, WarningKind, kind_of
+from perfctl.model import Comparison
 from tests.conftest import GitRepo, run_cli
 from tests.fakes import Dist, FakeExecutor
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from perfctl.caveats import Caveat
 from perfctl.cli.measure import Measure
 from perfctl.cli.signals import parse_measures
 from perfctl.errors import UsageError
@@ -15,7 +16,6 @@ from perfctl.model import (
     INCONCLUSIVE,
     NO_CHANGE,
     REGRESSED,
-    Caveat,
     Comparison,
     Machine,
     RefInfo,

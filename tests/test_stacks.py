@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from perfctl.model import Caveat, RefInfo, SchemaMismatch, WarningKind
+from perfctl.caveats import Caveat, WarningKind
+from perfctl.model import RefInfo, SchemaMismatch
 from perfctl.profile import hotspots, links, stackdiff, stacks
 from perfctl.profile import records as profile_records
 from perfctl.profile.stacks import LOOP, SUBPROCESS, THREAD, Frame, Stacks

@@ -232,7 +232,8 @@ def test_warnings_keep_their_kinds_and_stay_plain_text(tmp_path: Path) -> None:
     import copy
     import pickle
 
-    from perfctl.model import Caveat, WarningKind, comparison_from_dict, to_dict
+    from perfctl.caveats import Caveat, WarningKind
+    from perfctl.model import comparison_from_dict, to_dict
     from perfctl.store.schema import validate_comparison_dict
 
     busy = Caveat("the machine was busy", WarningKind.BUSY_MACHINE)

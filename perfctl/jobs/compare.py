@@ -15,7 +15,14 @@ from pathlib import Path
 from perfctl.config import Config
 from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
-from perfctl.jobs.results import side_result, unmeasurable, with_limits, with_load, with_quiet
+from perfctl.jobs.results import (
+    side_result,
+    unmeasurable,
+    with_confirmed,
+    with_limits,
+    with_load,
+    with_quiet,
+)
 from perfctl.jobs.run import new_run, subjects_env
 from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
 from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
@@ -29,7 +36,6 @@ from perfctl.measure.executor import PYPERF, Executor
 from perfctl.measure.interleave import SIDES
 from perfctl.measure.quiet import Quiet
 from perfctl.model import (
-    Caveat,
     Comparison,
     Fact,
     Notice,
@@ -37,7 +43,6 @@ from perfctl.model import (
     RegimeInfo,
     RegimeResult,
     Run,
-    WarningKind,
     finished_status,
 )
 from perfctl.regimes import discovery
@@ -387,20 +392,4 @@ def _confirm(
             pairing=settings.schedule.pairing,
         )
     }
-    out = []
-    for r in c.regimes:
-        new = rows.get(r.name)
-        if new is not None and new.verdict != REGRESSED:
-            new = replace(new, reason=f"regression not confirmed on re-measure ({new.verdict})")
-        out.append(new or r)
-    return replace(
-        c,
-        regimes=tuple(out),
-        warnings=(
-            *c.warnings,
-            Caveat(
-                f"re-measured {len(flagged)} flagged regime(s) with --confirm",
-                WarningKind.CONFIRMED,
-            ),
-        ),
-    )
+    return with_confirmed(c, rows)

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from perfctl.caveats import Caveat, kind_of
 from perfctl.config import Config
 from perfctl.errors import ProfileFailed, UsageError
 from perfctl.files import ensure_output_dir
-from perfctl.model import Caveat, RefInfo, RegimeInfo, WarningKind, kind_of
+from perfctl.model import RefInfo, RegimeInfo
 from perfctl.profile import pyspy, recording, stackdiff
 from perfctl.profile.pyspy import Recording, RecordSettings
 from perfctl.profile.recording import Target
@@ -41,6 +42,7 @@ from perfctl.profile.records import (
     ProfileSummary,
     diff_dir,
     diff_to_dict,
+    load_warning,
     profile_dir,
     ref_dir,
     slug,
@@ -288,25 +290,6 @@ def _side(result: ProfileResult) -> DiffSide:
     )
 
 
-def _load_warning(before: DiffSide, after: DiffSide) -> tuple[Caveat, ...]:
-    """Warn when time and CPU time per op moved apart: the machine's load changed."""
-    if not (before.cpu_per_op_s and after.cpu_per_op_s and before.per_op_s):
-        return ()
-    time_ratio = after.per_op_s / before.per_op_s
-    cpu = after.cpu_per_op_s / before.cpu_per_op_s
-    if 1 / LOAD_TOLERANCE <= time_ratio / cpu <= LOAD_TOLERANCE:
-        return ()
-    return (
-        Caveat(
-            f"time per op changed {time_ratio - 1:+.0%} but the worker's CPU time per op "
-            f"{cpu - 1:+.0%}: the regime waits differently, or the machine's load changed "
-            "between the two runs (shares are still comparable)",
-            WarningKind.LOAD_CHANGED,
-        ),
-    )
-
-
-LOAD_TOLERANCE = 1.25  # time vs CPU time per op ratio that makes the diff warn
 DIFF_FILES = {
     "diff_svg": "diff.svg",
     "diff_reverse_svg": "diff-reverse.svg",
@@ -327,7 +310,7 @@ def diff_profiles(
     root, functions, band = stackdiff.compare(before_stacks, after_stacks, b_scale, a_scale)
     final = diff_dir(config, before.regime, before.ref, after.ref)
     sides = _side(before), _side(after)
-    warnings = _load_warning(*sides) + tuple(
+    warnings = load_warning(*sides) + tuple(
         Caveat(f"{side}: {w}", kind_of(w))
         for side, r in (("before", before), ("after", after))
         for w in r.summary.warnings

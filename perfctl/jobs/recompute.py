@@ -15,18 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from perfctl.caveats import Caveat, WarningKind, kind_of
 from perfctl.errors import StoreError, UsageError
 from perfctl.measure.interleave import SIDES
-from perfctl.model import (
-    Caveat,
-    Comparison,
-    RefInfo,
-    RegimeComparison,
-    RegimeResult,
-    Run,
-    WarningKind,
-    kind_of,
-)
+from perfctl.model import Comparison, RefInfo, RegimeComparison, RegimeResult, Run
 from perfctl.regimes import discovery
 from perfctl.render.escape import shell_command
 from perfctl.store.local import Store, new_id, open_store, utcnow

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from perfctl.caveats import Caveat, WarningKind
 from perfctl.measure import runner
 from perfctl.measure.interleave import SIDES, SideData
 from perfctl.measure.machine import busy_warning
 from perfctl.measure.quiet import Quiet
 from perfctl.model import (
     OK,
-    Caveat,
+    REGRESSED,
     Comparison,
+    RegimeComparison,
     RegimeInfo,
     RegimeResult,
     Status,
-    WarningKind,
 )
 
 
@@ -66,6 +68,21 @@ def with_limits(c: Comparison) -> Comparison:
             )
         ]
     return replace(c, warnings=(*c.warnings, *over, *unchecked)) if over or unchecked else c
+
+
+def with_confirmed(c: Comparison, rows: Mapping[str, RegimeComparison]) -> Comparison:
+    """``c`` with the re-measured rows of ``--confirm`` in place of the regressed ones: a
+    regression that did not hold says so in its reason; the comparison says it re-measured."""
+    out = []
+    for r in c.regimes:
+        new = rows.get(r.name)
+        if new is not None and new.verdict != REGRESSED:
+            new = replace(new, reason=f"regression not confirmed on re-measure ({new.verdict})")
+        out.append(new or r)
+    said = Caveat(
+        f"re-measured {len(rows)} flagged regime(s) with --confirm", WarningKind.CONFIRMED
+    )
+    return replace(c, regimes=tuple(out), warnings=(*c.warnings, said))
 
 
 def unmeasurable(

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
+from perfctl.caveats import Caveat, WarningKind, kind_of
 from perfctl.config import Config
 from perfctl.errors import UsageError
-from perfctl.model import Caveat, Comparison, RegimeResult, WarningKind, kind_of
+from perfctl.model import Comparison, RegimeResult
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 

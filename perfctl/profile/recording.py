@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from perfctl.caveats import Caveat, WarningKind
 from perfctl.config import Config
 from perfctl.errors import ProfileFailed, ProfilerUnavailable
 from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
-from perfctl.model import Caveat, RefInfo, RegimeInfo, WarningKind
+from perfctl.model import RefInfo, RegimeInfo
 from perfctl.profile import hotspots, pyspy, stacks
 from perfctl.profile.pyspy import RecordSettings
 from perfctl.profile.records import ProfileSummary, summary_to_dict

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfctl.caveats import Caveat, WarningKind, caveats, warning_fields
 from perfctl.config import Config
-from perfctl.model import Caveat, RefInfo, caveats, check_schema, ref_from_dict, warning_fields
+from perfctl.model import RefInfo, check_schema, ref_from_dict
 from perfctl.profile.hotspots import Hotspot, TreeEntry, format_time, format_tree, signed_time
 from perfctl.profile.stackdiff import FunctionDelta, MovedStep, NodeDelta
 
@@ -227,6 +228,27 @@ class DiffSummary:
     warnings: tuple[Caveat, ...] = ()  # with their kinds: ``warning_kinds`` in the JSON
     schema: int = DIFF_SCHEMA
     kind: str = "perfctl-profile-diff"
+
+
+def load_warning(before: DiffSide, after: DiffSide) -> tuple[Caveat, ...]:
+    """Warn when time and CPU time per op moved apart: the machine's load changed."""
+    if not (before.cpu_per_op_s and after.cpu_per_op_s and before.per_op_s):
+        return ()
+    time_ratio = after.per_op_s / before.per_op_s
+    cpu = after.cpu_per_op_s / before.cpu_per_op_s
+    if 1 / LOAD_TOLERANCE <= time_ratio / cpu <= LOAD_TOLERANCE:
+        return ()
+    return (
+        Caveat(
+            f"time per op changed {time_ratio - 1:+.0%} but the worker's CPU time per op "
+            f"{cpu - 1:+.0%}: the regime waits differently, or the machine's load changed "
+            "between the two runs (shares are still comparable)",
+            WarningKind.LOAD_CHANGED,
+        ),
+    )
+
+
+LOAD_TOLERANCE = 1.25  # time vs CPU time per op ratio that makes the diff warn
 
 
 def diff_to_dict(d: DiffSummary) -> dict[str, Any]:
