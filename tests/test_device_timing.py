@@ -109,9 +109,11 @@ def test_a_device_clock_is_what_gets_stored_and_host_time_is_a_metric(tmp_path: 
     assert done.returncode == 0, done.stderr
     rows = {r["regime"]: r for r in json.loads(done.stdout)["rows"]}
     device, wall = rows["kernel"], rows["host_side"]
-    # The device figure leaves out the 4 ms of host overhead; the wall figure has it.
-    assert device["median_s"] < 0.5 * wall["median_s"]
-    assert device["metrics"]["host_us"] > 2 * device["median_s"] * 1e6
+    # The device figure leaves out the 4 ms the host sleeps per call (a sleep never ends
+    # early, whatever the load); the wall figure and the host time keep it. A busy machine
+    # stretches both figures' 1 ms of work alike, so their difference stays near 4 ms.
+    assert wall["median_s"] - device["median_s"] > 0.002
+    assert device["metrics"]["host_us"] * 1e-6 - device["median_s"] > 0.002
     assert "host_us" not in wall["metrics"]
     stored = json.loads(next((root / ".perfctl" / "runs").glob("*/run.json")).read_text())
     assert {r["name"]: r["clock"] for r in stored["results"]} == {
