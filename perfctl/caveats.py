@@ -37,7 +37,9 @@ class Caveat(str):
     """One warning of a comparison or a profile: the text every output shows, and its ``kind``.
 
     A ``str``, so every renderer and escaper takes it as the text it always was;
-    the kind travels beside it (``to_dict`` writes ``warning_kinds``).
+    the kind travels beside it (``to_dict`` writes ``warning_kinds``). Equality and hashing
+    are the text's (two warnings saying the same are one), and ``Caveat(text)`` of another
+    Caveat starts again at ``other``: give the kind.
     """
 
     kind: WarningKind
@@ -49,6 +51,9 @@ class Caveat(str):
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Caveat is frozen: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Caveat is frozen: cannot delete {name}")
 
     def __getnewargs__(self) -> tuple[str, WarningKind]:  # type: ignore[override]
         return str(self), self.kind
@@ -62,14 +67,19 @@ def kind_of(warning: str) -> WarningKind:
     return warning.kind if isinstance(warning, Caveat) else WarningKind.OTHER
 
 
-def caveats(texts: Iterable[str], kinds: Iterable[str]) -> tuple[Caveat, ...]:
+def caveats(texts: Iterable[str], kinds: object) -> tuple[Caveat, ...]:
     """Warnings rebuilt from a record's ``warnings`` and ``warning_kinds`` (missing or
     unknown kinds are ``other``)."""
-    known = {k.value for k in WarningKind}
-    kinds = list(kinds)
+    # An optional field: anything but a list of known names reads as "other" rather than
+    # costing the whole record (the hostile-input check refuses worse before this).
+    given = list(kinds) if isinstance(kinds, list | tuple) else []
+    known = {k.value: k for k in WarningKind}
     return tuple(
         Caveat(
-            t, WarningKind(kinds[i]) if i < len(kinds) and kinds[i] in known else WarningKind.OTHER
+            t,
+            known.get(given[i], WarningKind.OTHER)
+            if i < len(given) and isinstance(given[i], str)
+            else WarningKind.OTHER,
         )
         for i, t in enumerate(texts)
     )

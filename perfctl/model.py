@@ -6,7 +6,8 @@ Durations are always seconds per operation (``*_s``); reports convert to
 1. first format (runs, regime results, comparisons). Later additions are optional
    fields with defaults, so older files still load and older readers ignore them:
    ``Comparison.recomputed_from`` (the measured comparison a ``--from-store``
-   recomputation re-decided; empty for a measurement).
+   recomputation re-decided; empty for a measurement); ``warning_kinds`` beside
+   ``warnings`` (:mod:`perfctl.caveats`).
 """
 
 from __future__ import annotations
@@ -302,12 +303,9 @@ class Comparison:
 
 
 def to_dict(obj: Any) -> Any:
-    """A JSON-ready dict of a record (tuples become lists; a comparison's warning kinds beside
-    its warnings, so that readers of the plain texts keep working)."""
+    """A JSON-ready dict of a record (tuples become lists; warning kinds beside the texts)."""
     d = dataclasses.asdict(obj)
-    if isinstance(obj, Comparison):
-        d.update(warning_fields(obj.warnings))
-    return d
+    return {**d, **warning_fields(obj.warnings)} if isinstance(obj, Comparison) else d
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

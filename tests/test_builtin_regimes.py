@@ -1,5 +1,6 @@
 """The built-in regime suite: every family runs with real processes, cleans up after itself,
-and its results make physical sense (timed here with medians and generous factors)."""
+and its results make physical sense (timed here by the fastest of interleaved runs, with
+generous factors)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from perfctl.caveats import WarningKind
 from perfctl.config import load_config
 from perfctl.errors import StoreError
-from perfctl.model import RefInfo, RegimeResult, Run, Status
+from perfctl.model import Comparison, RefInfo, RegimeResult, Run, Status
 from perfctl.store import migrations
 from perfctl.store.local import SqliteStore, open_store
 from perfctl.store.postgres import PostgresStore
@@ -75,6 +76,9 @@ def test_round_trip_matches_the_sqlite_store(pg_url: str, tmp_path: Path) -> Non
     assert run.results[1].processes == ((5.0,),) and run.results[1].pyperf_file
     assert (tmp_path / "pgstate" / run.results[1].pyperf_file).read_text().startswith('{"version"')
     assert pg["comparison"] == make_comparison()
+    for c in (pg["comparison"], local["comparison"]):  # equality is the texts': kinds too
+        assert isinstance(c, Comparison)
+        assert [w.kind for w in c.warnings] == [WarningKind.BUSY_MACHINE]
     assert pg["listed"] == [
         "20260101T000000-abcdef", "20251231T000000-111111", "20251230T000000-222222"
     ]  # fmt: skip

@@ -50,7 +50,7 @@ class ProfileSummary:
          "top_self": [Hotspot], "top_inclusive": [Hotspot],
          "tree": TreeEntry | null,           # under the regime's entry point
          "files": {"flame_svg", "speedscope", "collapsed", "summary"},
-         "warnings": [str]}
+         "warnings": [str], "warning_kinds": [str]}   # same order: perfctl.caveats
         Hotspot   = {"function", "file", "where", "share", "per_op_s", "samples"}
         TreeEntry = {"function", "file", "share", "per_op_s", "self_per_op_s",
                      "children": [TreeEntry]}
@@ -208,7 +208,8 @@ class DiffSummary:
          "nodes": [{"path", "before_inclusive_per_op_s", "after_inclusive_per_op_s",
                     "before_self_per_op_s", "after_self_per_op_s",
                     "delta_self_per_op_s", "change", "fill"}],
-         "files": {"diff_svg", "diff_reverse_svg", "diff_json"}, "warnings": [str]}
+         "files": {"diff_svg", "diff_reverse_svg", "diff_json"},
+         "warnings": [str], "warning_kinds": [str]}   # same order: perfctl.caveats
         DiffSide = {"ref": {...}, "summary": path, "ops", "elapsed_s",
                     "wall_per_op_s", "regime_samples", "cpu_per_op_s", "per_op_s"}
 
