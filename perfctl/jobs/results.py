@@ -28,8 +28,7 @@ def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) ->
     ``readings`` are the executor's (load average, CPU count) pairs.
     """
     cpus = next((n for _, n in readings if n), None)
-    busy = busy_warning([x for x, _ in readings], cpus)
-    warning = Caveat(busy, WarningKind.BUSY_MACHINE) if busy else None
+    warning = busy_warning([x for x, _ in readings], cpus)
     seen = [x for x, _ in readings if x is not None]
     span = [min(seen), max(seen)] if seen else None
     return replace(
@@ -41,8 +40,7 @@ def with_load(c: Comparison, readings: list[tuple[float | None, int | None]]) ->
 
 def with_quiet(c: Comparison, quiet: Quiet) -> Comparison:
     """Record the seconds held for bursts to pass, and say so when any were."""
-    held = quiet.warning()
-    warning = Caveat(held, WarningKind.HELD_FOR_BURSTS) if held else None
+    warning = quiet.warning()
     return replace(
         c,
         settings={**c.settings, "burst_held": round(quiet.held, 1)},

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from perfctl import __version__
 from perfctl.config import Config
-from perfctl.errors import UsageError
 from perfctl.measure import procs, runner
 from perfctl.model import OK, RefInfo, RegimeInfo, RegimeResult, Run, Status, finished_status
 from perfctl.regimes import discovery
@@ -48,8 +47,9 @@ def precision_for(
     """
     from dataclasses import replace
 
-    if fast and rigorous:
-        raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    from perfctl.jobs.settings import one_preset
+
+    one_preset(fast, rigorous)
     if processes is None and measure != "time":
         from perfctl.measure.counters import PROCESSES
 

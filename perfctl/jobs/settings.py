@@ -87,8 +87,7 @@ def settings_for(
     The config's ``rounds``/``time_budget`` tune the default preset only (an explicit
     ``--fast``/``--rigorous`` keeps its own); ``threshold``/``alpha`` always apply.
     """
-    if fast and rigorous:
-        raise UsageError("--fast and --rigorous exclude each other", "pick one")
+    one_preset(fast, rigorous)
     given: dict[str, float | None] = {
         "rounds": rounds, "max_rounds": max_rounds, "values": values, "min_time": min_time,
         "time_budget": time_budget, "burst_wait": burst_wait, "threshold": threshold,
@@ -132,6 +131,12 @@ def _config_defaults(
 def _pick(given: Mapping[str, float | None], key: str, default: float) -> float:
     value = given.get(key)
     return default if value is None else value
+
+
+def one_preset(fast: bool, rigorous: bool) -> None:
+    """Refuse ``--fast`` with ``--rigorous`` (compare's presets and run's alike)."""
+    if fast and rigorous:
+        raise UsageError("--fast and --rigorous exclude each other", "pick one")
 
 
 def _check_modes(config: Config | None, pairing: str, clock: str) -> None:

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from perfctl.caveats import Caveat, WarningKind
 from perfctl.model import Machine
 
 
@@ -218,7 +219,7 @@ def format_cpus(cpus: Collection[int]) -> str:
     return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in runs)
 
 
-def busy_warning(loads: list[float | None], cpus: int | None) -> str | None:
+def busy_warning(loads: list[float | None], cpus: int | None) -> Caveat | None:
     """A warning when the machine was busier than its CPUs while measuring.
 
     The benchmark process itself adds about 1 to the load, so a load above the
@@ -227,8 +228,9 @@ def busy_warning(loads: list[float | None], cpus: int | None) -> str | None:
     seen = [x for x in loads if x is not None]
     if not seen or not cpus or max(seen) <= cpus:
         return None
-    return (
+    return Caveat(
         f"the machine was busy while measuring (load average up to {max(seen):.1f} on "
         f"{cpus} CPUs): expect wider intervals and inconclusive verdicts; "
-        "measure on a quiet machine"
+        "measure on a quiet machine",
+        WarningKind.BUSY_MACHINE,
     )

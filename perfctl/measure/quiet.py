@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perfctl.caveats import Caveat, WarningKind
 from perfctl.measure.executor import Executor
 from perfctl.model import Fact, Notice
 
@@ -78,7 +79,7 @@ class Quiet:
             self.rounds += 1
         return elapsed
 
-    def warning(self) -> str | None:
+    def warning(self) -> Caveat | None:
         """What the comparison says about its waiting, if anything happened."""
         if not self.rounds and not self.steady:
             return None
@@ -92,4 +93,4 @@ class Quiet:
                 f"; the load outlasted --burst-wait {self.limit:g} s for {names}, "
                 "so their later rounds were measured into it"
             )
-        return text
+        return Caveat(text, WarningKind.HELD_FOR_BURSTS)
