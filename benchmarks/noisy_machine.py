@@ -21,7 +21,8 @@ script:
 * ``bursty``: one process busy for 1 s, idle for 1 s, in turn.
 
 Designs, each trial running every design in rotating order so that drift hits
-them alike: ``today`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
+them alike: ``today`` (the defaults before ``--pairing auto``: ``--pairing
+process``), ``auto`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
 ``same-process`` (``--pairing same-process``), ``affinity`` (``--affinity`` the
 first CPU this process may use: every worker of both refs on one CPU),
 ``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
@@ -65,7 +66,9 @@ PAIRS = {"A2": 0.0, "P5": 0.05, "P2": 0.02}  # head tag -> the change injected i
 # The CPUs this process may use; `affinity` pins every worker of both refs to the first.
 CPUS = allowed_cpus()
 DESIGNS = {
-    "today": [],
+    # The default before --pairing auto: every regime in separate processes.
+    "today": ["--pairing", "process"],
+    "auto": [],  # the defaults: --pairing auto (same-process where a regime can share)
     "burst-wait": ["--burst-wait", "10"],
     "same-process": ["--pairing", "same-process"],
     "affinity": ["--affinity", str(min(CPUS))],

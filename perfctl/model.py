@@ -7,7 +7,7 @@ Durations are always seconds per operation (``*_s``); reports convert to
    fields with defaults, so older files still load and older readers ignore them:
    ``Comparison.recomputed_from`` (the measured comparison a ``--from-store``
    recomputation re-decided; empty for a measurement); ``warning_kinds`` beside
-   ``warnings`` (:mod:`perfctl.caveats`).
+   ``warnings`` (:mod:`perfctl.caveats`); ``pairing`` of a result and of a row.
 """
 
 from __future__ import annotations
@@ -187,6 +187,9 @@ class RegimeResult:
     unit: str = "s"
     clock: str = "wall"  # what the values time: "wall", or "device" (the regime's own events)
     max_peak: int | None = None  # bytes: the regime's declared memory limit (RegimeInfo)
+    # How the values were measured: "process" (each ref in its own worker processes) or
+    # "same-process" (both refs in every worker); "" in records older than the field.
+    pairing: str = ""
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -257,6 +260,7 @@ class RegimeComparison:
     clock: str = "wall"
     max_peak: int | None = None  # head's declared memory limit, bytes
     over_limit: str = ""  # why head is over max_peak (only --measure memory can tell)
+    pairing: str = ""  # the pairing the verdict's test assumed (RegimeResult.pairing)
 
 
 @dataclass(frozen=True)
@@ -309,12 +313,8 @@ def to_dict(obj: Any) -> Any:
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:
-    kwargs: dict[str, Any] = {}
-    names = {f.name for f in dataclasses.fields(cls)}
-    for key, value in data.items():
-        if key in names:
-            kwargs[key] = value
-    return cls(**kwargs)
+    names = {f.name for f in dataclasses.fields(cls)}  # fields a newer writer added are dropped
+    return cls(**{key: value for key, value in data.items() if key in names})
 
 
 def machine_from_dict(d: dict[str, Any]) -> Machine:

@@ -52,6 +52,8 @@ class FakeExecutor:
     baselines: dict[str, str] = field(default_factory=dict)  # regime -> its baseline regime
     fail: dict[tuple[str, str], str] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)  # ref -> probe error
+    spawning: set[str] = field(default_factory=set)  # regimes whose calls start processes
+    unshared: dict[str, str] = field(default_factory=dict)  # regime -> why a duo worker fails
     interrupt_at: int | None = None  # raise Interrupted at this worker process
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, ref, regime)
     clock: float = 0.0
@@ -130,7 +132,9 @@ class FakeExecutor:
         self.pinned.add(job.worker.affinity)
         self.calls.append(("calibrate", ref, job.regime.name))
         reason = self.fail.get((ref, job.regime.name))
-        return runner.Outcome(ok=False, reason=reason) if reason else runner.Outcome(True, loops=1)
+        if reason:
+            return runner.Outcome(ok=False, reason=reason)
+        return runner.Outcome(True, loops=1, spawned=job.regime.name in self.spawning)
 
     def run_process(self, job: Job, spec: ProcessSpec, *, timeout: float) -> runner.Outcome:
         """One process's values drawn from the (ref, regime) distribution."""
@@ -156,6 +160,8 @@ class FakeExecutor:
         refs = {s: w.env[REF_VAR] for s, w in workers.items()}
         self.pinned.update(w.affinity for w in workers.values())
         self._tick("duo", refs["base"], info.name)
+        if info.name in self.unshared:
+            return self.unshared[info.name]
         factor = self._factor(refs["base"], info.name)
         return {
             s: list(self._draw(self.dists[refs[s], info.name], factor, spec.values)) for s in refs

@@ -255,6 +255,7 @@ class FakeCompare:
             settings={
                 "globs": list(regimes),
                 "measure": settings.schedule.measure,
+                "pairing": settings.schedule.pairing,  # as compare stores it
                 "affinity": list(settings.schedule.affinity),
             },
         )
@@ -1208,6 +1209,7 @@ def test_fake_verification_measures_anew_when_the_culprit_follows_good(
     [
         {"clock": "cpu", "pairing": "same-process"},
         {"pairing": "same-process"},
+        {"pairing": "process"},  # a bisection with --pairing auto (the default) pools auto's
         {"affinity": [0]},  # pinned workers (as stored: a JSON list)
         None,
     ],

@@ -105,10 +105,12 @@ def test_demo_runs_its_pipeline_on_scripted_processes(
     plan = result.plan.read_text(encoding="utf-8")
     assert plan.count("Targets met: 1 of 1; guards held: 1 of 1.") == 4, plan
     for target in (
-        r"-50% → -79\.\d\d%",
-        r"3x → 5\.\d\dx",
-        r"-20% → -79\.\d\d%",
-        r"<100us → 50\.\dus",
+        # ~5x faster: the paired estimate of one process's ratio (same-process pairing,
+        # the auto default for these in-process regimes) lands on it, a process one near.
+        r"-50% → -(79|80)\.\d\d%",
+        r"3x → (4\.9\d|5\.\d\d)x",
+        r"-20% → -(79|80)\.\d\d%",
+        r"<100us → (49|50)\.\dus",
     ):
         assert re.search(target + " ✅ met", plan), target
     assert "❌" not in plan and "unverified" not in plan

@@ -33,7 +33,10 @@ def _project(root: Path) -> Config:
 
 
 def _settings(**kw: object) -> CompareSettings:
-    base: dict[str, object] = {"rounds": 3, "max_rounds": 60, "time_budget": 1e6, "values": 2}
+    # The process path's sampling (the auto and same-process tests name their pairing).
+    base: dict[str, object] = {
+        "rounds": 3, "max_rounds": 60, "time_budget": 1e6, "values": 2, "pairing": "process"
+    }  # fmt: skip
     return settings_for(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -127,6 +130,48 @@ def test_same_process_pairing_cancels_the_process_noise(tmp_path: Path) -> None:
     c = _compare(tmp_path, fake, _settings(pairing="same-process"))
     assert _row(c, "work").verdict == "regressed"
     assert fake.rounds("duo") >= 3 and fake.rounds("process") == 0
+
+
+def test_auto_pairing_shares_a_worker_only_where_a_regime_can(tmp_path: Path) -> None:
+    """--pairing auto (the default): same-process for an in-process regime; separate
+    processes for one whose calibration ran a child process and one a duo worker refused;
+    each row says how it was measured and its verdict's test follows."""
+    names = ("calc", "pipe", "plain")
+    dists = {("a", n): Dist(1e-3, cv=0.2) for n in names}
+    dists |= {("b", n): Dist(1.05e-3, cv=0.2) for n in names}
+    fake = FakeExecutor(dists, spawning={"pipe"}, unshared={"plain": "RuntimeError: no code"})
+    c = _compare(tmp_path, fake, _settings(pairing="auto", max_rounds=12))
+    assert c.settings["pairing"] == "auto"
+    rows = {n: _row(c, n) for n in names}
+    assert {n: r.pairing for n, r in rows.items()} == {
+        "calc": "same-process", "pipe": "process", "plain": "process"
+    }  # fmt: skip
+    # Process noise (CV 20%) cancels in the pairs only: +5% is found where they were shared.
+    assert rows["calc"].verdict == "regressed"
+    assert rows["pipe"].verdict == rows["plain"].verdict == "inconclusive"
+    # One calibration per regime chose; the refused regime's first duo worker was its last.
+    assert [k for k, _, n in fake.calls if n == "pipe" and k != "process"] == ["calibrate"]
+    assert [k for k, _, n in fake.calls if n == "plain" and k != "process"] == [
+        "calibrate", "duo"
+    ]  # fmt: skip
+    assert fake.rounds("process") >= 2 * 2 * 3
+    from perfctl.render.notes import comparison_notes
+    from perfctl.render.tables import verdict_test
+
+    assert "Mann–Whitney U on per-process means elsewhere" in verdict_test(c)
+    (note,) = [n for n in comparison_notes(c) if "same-process pairing" in n]
+    assert "(same-process pairing): calc;" in note and note.endswith(": pipe, plain.")
+
+
+def test_auto_pairing_is_process_where_no_regime_can_share(tmp_path: Path) -> None:
+    """Installed projects and counters have nothing to choose: settings say process."""
+    config = Config(root=tmp_path, regimes=("bench/regimes.py",), install=True)
+    assert _settings(pairing="auto", config=config).schedule.pairing == "process"
+    counted = _settings(pairing="auto", measure="instructions")
+    assert counted.schedule.pairing == "process"
+    fake = FakeExecutor({("a", "calc"): Dist(1e-3), ("b", "calc"): Dist(1e-3)})
+    c = _compare(tmp_path, fake, _settings(pairing="auto", rounds=4, max_rounds=4))
+    assert _row(c, "calc").pairing == "same-process" and fake.rounds("process") == 0
 
 
 def test_confirm_remeasures_a_regression(tmp_path: Path) -> None:

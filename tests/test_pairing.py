@@ -49,6 +49,37 @@ def builtin_only():
     return lambda: sum(range(500))
 """
 
+MIXED = """\
+import subprocess
+import sys
+
+from perfctl import regime
+import duo
+
+ECHO = "import sys\\nfor line in sys.stdin:\\n    sys.stdout.write(line)\\n    sys.stdout.flush()"
+
+@regime(family="mixed", ops=1)
+def work():
+    \"\"\"In-process: duo.work once.\"\"\"
+    return duo.work
+
+@regime(family="mixed", ops=1)
+def pipe():
+    \"\"\"A round trip to a child process over a pipe.\"\"\"
+    child = subprocess.Popen(
+        [sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+    def run():
+        child.stdin.write("x\\n")
+        child.stdin.flush()
+        child.stdout.readline()
+
+    yield run
+    child.stdin.close()
+    child.wait()
+"""
+
 SETTINGS = ["--pairing", "same-process", "--rounds", "6", "--max-rounds", "8", "--min-time", "0.01"]
 
 
@@ -124,6 +155,20 @@ def test_regimes_without_project_code_fail_with_the_reason(repo: GitRepo, tmp_pa
     assert row["verdict"] == "failed" and "imports no code from the ref" in row["reason"]
 
 
+def test_auto_measures_apart_what_a_duo_worker_refuses(repo: GitRepo, tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text(PLAIN)
+    out = run_cli(
+        "compare", "c1", "c3", "--regimes", str(plain), *SETTINGS[2:], "--format", "json",
+        cwd=repo.path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)["regimes"]
+    assert row["pairing"] == "process" and row["verdict"] != "failed", row
+    log = next((repo.path / ".perfctl" / "logs").glob("*/builtin_only.log")).read_text()
+    assert "imports no code from the ref" in log  # the refused duo worker's reason, kept
+
+
 def test_installed_projects_are_refused_with_a_hint(tmp_path: Path, git_repo: GitRepo) -> None:
     git_repo.write("pyproject.toml", PYPROJECT.replace("install = false\n", ""))
     git_repo.write("bench/regimes.py", REGIMES)
@@ -132,4 +177,32 @@ def test_installed_projects_are_refused_with_a_hint(tmp_path: Path, git_repo: Gi
     out = run_cli("compare", "HEAD", "HEAD", *SETTINGS, cwd=git_repo.path)
     assert out.returncode == 2
     assert "Error: same-process pairing needs install = false" in out.stderr
-    assert "Hint: use --pairing process" in out.stderr
+    assert "Hint: use --pairing auto (the default) or process" in out.stderr
+
+
+def test_auto_pairing_is_the_default_and_chosen_per_regime(repo: GitRepo, tmp_path: Path) -> None:
+    """The in-process regime shares each worker; the one that talks to a child process
+    (its calibration saw the child) runs in worker processes of its own."""
+    mixed = tmp_path / "mixed.py"
+    mixed.write_text(MIXED)
+    out = run_cli("compare", "c1", "c3", "--regimes", str(mixed), *SETTINGS[2:], cwd=repo.path)
+    assert out.returncode == 0, out.stderr
+    # The table's notes say which regimes shared a worker, and which test decided what.
+    text = " ".join(out.stdout.split())  # as wrapped to the terminal's width
+    assert "(same-process pairing): work; in separate worker processes" in text
+    said = " ".join(out.stderr.split())  # the "Verdicts:" line
+    assert "Mann–Whitney U on per-process means elsewhere" in said
+    from perfctl.model import to_dict
+    from perfctl.store.local import open_store
+
+    data = to_dict(open_store(repo.path / ".perfctl").last_comparison())
+    assert data["settings"]["pairing"] == "auto"
+    rows = {r["name"]: r for r in data["regimes"]}
+    assert {n: r["pairing"] for n, r in rows.items()} == {
+        "work": "same-process", "pipe": "process"
+    }  # fmt: skip
+    assert rows["work"]["verdict"] == "regressed", rows["work"]["reason"]
+    assert rows["work"]["base_order"] == rows["work"]["head_order"]  # one worker each round
+    pipe = rows["pipe"]  # unchanged code, measured apart
+    assert pipe["verdict"] not in ("failed", "regressed", "improved"), pipe
+    assert not set(pipe["base_order"]) & set(pipe["head_order"])

@@ -42,6 +42,7 @@ class Order(StrEnum):
 class Pairing(StrEnum):
     """What a pair of base and head measurements shares."""
 
+    auto = "auto"
     process = "process"
     same_process = "same-process"
 
@@ -121,10 +122,12 @@ def compare_cmd(
         Pairing,
         typer.Option(
             "--pairing",
-            help="process: each ref in its own worker processes; same-process: both refs "
-            "timed alternately inside every worker (install = false projects).",
+            help="auto: same-process where a regime can share a worker and starts no "
+            "process, else process; process: each ref in its own worker processes; "
+            "same-process: both refs timed alternately inside every worker "
+            "(install = false projects).",
         ),
-    ] = Pairing.process,
+    ] = Pairing.auto,
     clock: Annotated[
         Clock,
         typer.Option(

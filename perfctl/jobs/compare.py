@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from perfctl.config import Config
@@ -28,7 +29,7 @@ from perfctl.jobs.settings import COMPARE_DEFAULT as COMPARE_DEFAULT
 from perfctl.jobs.settings import COMPARE_FAST as COMPARE_FAST
 from perfctl.jobs.settings import COMPARE_RIGOROUS as COMPARE_RIGOROUS
 from perfctl.jobs.settings import CompareSettings as CompareSettings
-from perfctl.jobs.settings import check_placement, isolated_notice
+from perfctl.jobs.settings import check_placement, isolated_notice, stopping_rule
 from perfctl.jobs.settings import settings_for as settings_for
 from perfctl.jobs.shard import split
 from perfctl.measure import counters, duo, interleave, runner
@@ -257,8 +258,8 @@ def _measure_regime(
     workers = {s: _worker(config, sides[s], files, settings.schedule.affinity) for s in SIDES}
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
-    paired = settings.schedule.pairing == "same-process"
-    clear = stopping_rule(settings)
+    pairing = settings.schedule.pairing
+    clear = stopping_rule(settings, pairing)
 
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
@@ -276,7 +277,12 @@ def _measure_regime(
 
                 runs = {s: sides[s].run.id for s in SIDES}
                 instructions.keep_graphs(config, runs, name, info.ops, Path(tmp), data)
-        elif paired:
+        elif pairing == "auto":
+            data = duo.measure_auto(
+                workers, info, settings.schedule, logs, Path(tmp),
+                partial(stopping_rule, settings), say_round, executor, hold,
+            )  # fmt: skip
+        elif pairing == "same-process":
             data = duo.measure_same_process(
                 workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor, hold
             )
@@ -289,20 +295,6 @@ def _measure_regime(
             s: interleave.merge_pyperf(data[s].files, Path(tmp) / f"{s}-all.json") for s in SIDES
         }
         return _save_results(store, sides, results, merged)
-
-
-def stopping_rule(settings: CompareSettings) -> duo.IsClear:
-    """The sequential-sampling check: whether the rounds so far give a clear answer."""
-    from perfctl.stats import decision as stats
-    from perfctl.stats.paired import compare_paired
-
-    paired = settings.schedule.pairing == "same-process"
-
-    def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
-        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
-        return stats.is_clear(change, threshold=settings.threshold, alpha=settings.alpha)
-
-    return clear
 
 
 def _save_results(

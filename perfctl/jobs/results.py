@@ -138,4 +138,5 @@ def side_result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) 
         loops=d.loops,
         clock=info.clock,
         max_peak=info.max_peak,
+        pairing=d.pairing,
     )

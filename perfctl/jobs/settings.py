@@ -16,6 +16,7 @@ from perfctl.config import Config
 from perfctl.errors import UsageError
 from perfctl.jobs.shard import Shard
 from perfctl.measure import counters
+from perfctl.measure.duo import IsClear
 from perfctl.measure.interleave import Schedule
 
 
@@ -75,7 +76,7 @@ def settings_for(
     alpha: float | None = None,
     order: str = "abba",
     seed: int = 0,
-    pairing: str = "process",
+    pairing: str = "auto",
     clock: str = "wall",
     measure: str = "time",
     burst_wait: float | None = None,
@@ -95,6 +96,7 @@ def settings_for(
     }  # fmt: skip
     _check_numbers(given)
     _check_modes(config, pairing, clock)
+    pairing = _resolved(config, pairing, measure)
     if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
         given["threshold"], given["rounds"], given["max_rounds"] = counters.counter_settings(
             pairing, threshold, rounds, max_rounds
@@ -145,8 +147,16 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
     if pairing == "same-process" and config is not None and config.install:
         raise UsageError(
             "same-process pairing needs install = false (both refs run from source)",
-            "use --pairing process (the default) for this project",
+            "use --pairing auto (the default) or process for this project",
         )
+
+
+def _resolved(config: Config | None, pairing: str, measure: str) -> str:
+    """``auto`` where the whole comparison can only run in separate processes: counters
+    (one value per process) and installed projects (same-process needs the source)."""
+    if pairing == "auto" and (measure != "time" or (config is not None and config.install)):
+        return "process"
+    return pairing
 
 
 def _counts(sched: Schedule, given: Mapping[str, float | None], measure: str) -> Schedule:
@@ -276,3 +286,18 @@ def _check_numbers(given: Mapping[str, float | None]) -> None:
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def stopping_rule(settings: CompareSettings, pairing: str) -> IsClear:
+    """The sequential-sampling check: whether the rounds so far give a clear answer
+    (``pairing``: how they are measured, "process" or "same-process")."""
+    from perfctl.stats import decision as stats
+    from perfctl.stats.paired import compare_paired
+
+    paired = pairing == "same-process"
+
+    def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
+        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
+        return stats.is_clear(change, threshold=settings.threshold, alpha=settings.alpha)
+
+    return clear

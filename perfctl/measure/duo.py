@@ -16,6 +16,7 @@ source (``install = false``); :func:`unsupported` says why otherwise.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from perfctl.errors import UsageError
@@ -77,7 +78,7 @@ def measure_same_process(
     """Calibrate, then rounds of duo processes (``--pairing same-process``); pyperf files kept."""
     why = unsupported(workers)
     if why:
-        raise UsageError(why, "use --pairing process (the default) for this project")
+        raise UsageError(why, "use --pairing auto (the default) or process for this project")
     data = {s: SideData() for s in SIDES}
     deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
     loops = interleave.calibrate_both(
@@ -88,6 +89,63 @@ def measure_same_process(
     data = measure_duo(
         workers, info, sched, loops, logs["base"], tmp, is_clear, progress, executor, hold
     )
+    for s in SIDES:
+        data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
+    return data
+
+
+def process_reason(workers: dict[str, runner.Worker], info: RegimeInfo) -> str:
+    """Why ``--pairing auto`` measures a regime in separate processes before calibrating
+    it, or "" when calibration decides (:func:`measure_auto`)."""
+    if info.clock != "wall":
+        return "it times itself on the device clock"
+    return unsupported(workers)
+
+
+def measure_auto(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    sched: Schedule,
+    logs: dict[str, Path],
+    tmp: Path,
+    clear_for: Callable[[str], IsClear],
+    progress: Callable[[int], None] | None = None,
+    executor: Executor = PYPERF,
+    hold: Callable[[float], float] | None = None,
+) -> dict[str, SideData]:
+    """``--pairing auto``: same-process pairing for a regime that can share a worker and
+    whose timed calls ran no other process, separate processes otherwise.
+
+    The calibration that finds the loop count also watches for processes
+    (:mod:`perfctl.measure.spawns`), so choosing costs no extra process; a regime whose
+    first duo process fails is measured apart too. The choice is in each side's
+    ``SideData.pairing``; ``clear_for(pairing)`` is its stopping rule.
+    """
+    args = (workers, info, sched, logs, tmp)
+    if process_reason(workers, info):
+        return interleave.measure_pair(*args, clear_for("process"), progress, executor, hold)
+    data = {s: SideData() for s in SIDES}
+    deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    cal = interleave.calibrate_pair(
+        workers, info, logs, data, deadline, executor, min_time=sched.min_time
+    )
+    if not cal.ok:
+        return data
+    apart = partial(
+        interleave.measure_pair, *args, clear_for("process"), progress, executor, hold,
+        calibrated=(cal.loops, deadline),
+    )  # fmt: skip
+    if cal.spawned:
+        return apart()
+    data = measure_duo(
+        workers, info, sched, cal.loops, logs["base"], tmp, clear_for("same-process"),
+        progress, executor, hold,
+    )  # fmt: skip
+    if not data["base"].processes:
+        # The regime ran in a worker of its own (calibration), so a first duo process
+        # that failed could not share one (it imports no code of the ref, a C extension
+        # refused a second copy): measure it apart. The duo's error stays in the log.
+        return apart()
     for s in SIDES:
         data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
     return data
@@ -107,7 +165,7 @@ def measure_duo(
 ) -> dict[str, SideData]:
     """Rounds of duo processes until the paired answer is clear (or the budget ends);
     ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`."""
-    data = {s: SideData(loops=loops) for s in SIDES}
+    data = {s: SideData(loops=loops, pairing="same-process") for s in SIDES}
     clock = executor.now
     deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
     soft_end = clock() + sched.time_budget

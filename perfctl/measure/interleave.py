@@ -35,8 +35,9 @@ class Schedule:
     min_time: float = 0.05
     order: str = "abba"  # or "random"
     # "process": each ref in its own worker processes; "same-process": both refs
-    # in every worker process, timed alternately (measure/duo.py).
-    pairing: str = "process"
+    # in every worker process, timed alternately (measure/duo.py); "auto": chosen per
+    # regime (duo.measure_auto).
+    pairing: str = "auto"
     # "wall" (perf_counter) or "cpu" (the timing thread's CPU time; same-process only).
     clock: str = "wall"
     seed: int = 0
@@ -64,6 +65,7 @@ class SideData:
     loops: int = 0
     unit: str = "s"  # what the values count: seconds/op, instructions/op, blocks/op
     skipped: bool = False  # it cannot be measured this way (not a failure of the regime)
+    pairing: str = "process"  # how the values were measured (RegimeResult.pairing)
 
 
 def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:
@@ -84,6 +86,21 @@ def calibrate_both(
     min_time: float,
 ) -> int:
     """One calibrated loop count for both sides (0 when neither side could run)."""
+    return calibrate_pair(workers, info, logs, data, deadline, executor, min_time=min_time).loops
+
+
+def calibrate_pair(
+    workers: dict[str, runner.Worker],
+    info: RegimeInfo,
+    logs: dict[str, Path],
+    data: dict[str, SideData],
+    deadline: float,
+    executor: Executor = PYPERF,
+    *,
+    min_time: float,
+) -> runner.Outcome:
+    """The first side's calibration that worked (its loops, and whether it ran other
+    processes); a failed one's reason goes into ``data``."""
     # One loop count for both sides, so each value amortises the same loop overhead.
     for side in SIDES:
         left = deadline - executor.now()
@@ -96,9 +113,9 @@ def calibrate_both(
         job = Job(side, workers[side], info, logs[side])
         out = executor.calibrate(job, min_time=min_time, timeout=left)
         if out.ok:
-            return out.loops
+            return out
         data[side].ok, data[side].reason = False, out.reason
-    return 0
+    return runner.Outcome(ok=False)
 
 
 def _one(
@@ -139,17 +156,25 @@ def measure_pair(
     progress: Callable[[int], None] | None = None,
     executor: Executor = PYPERF,
     hold: Callable[[float], float] | None = None,
+    *,
+    calibrated: tuple[int, float] | None = None,
 ) -> dict[str, SideData]:
     """Measure one regime on both sides, interleaved; stops early once clear.
 
     ``hold`` is asked before each round to wait out a burst of other work; the time
-    it held is added to the time budget, which is for measuring.
+    it held is added to the time budget, which is for measuring. ``calibrated`` is
+    the loop count and the regime's deadline when a caller calibrated already.
     """
     data = {s: SideData() for s in SIDES}
     clock = executor.now
-    deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
     soft_end = clock() + sched.time_budget
-    loops = calibrate_both(workers, info, logs, data, deadline, executor, min_time=sched.min_time)
+    if calibrated is None:
+        deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
+        loops = calibrate_both(
+            workers, info, logs, data, deadline, executor, min_time=sched.min_time
+        )
+    else:
+        loops, deadline = calibrated
     if not loops:
         return data
     for side in SIDES:

@@ -91,6 +91,7 @@ class Outcome:
     metrics: dict[str, float] | None = None
     unit: str = "s"  # seconds/op, or a counter's unit (measure/counters.py)
     skipped: bool = False  # cannot be measured this way (e.g. not under callgrind)
+    spawned: bool = False  # calibration: the timed calls ran other processes (spawns.py)
 
 
 def spawn(
@@ -247,7 +248,7 @@ def calibrate(
 ) -> Outcome:
     """Find pyperf's loop count for a regime in one calibration process."""
     with procs.scratch("perfctl-cal-") as tmp:
-        out = Path(tmp) / "cal.json"
+        out, spawned = Path(tmp) / "cal.json", Path(tmp) / "spawned"
         cmd = [
             *_base_cmd(worker, regime, None),
             "--worker",
@@ -256,6 +257,8 @@ def calibrate(
             str(min_time),
             "-o",
             str(out),
+            "--perfctl-spawned",
+            str(spawned),
         ]
         rc = spawn(cmd, cwd=worker.cwd, env=worker_env(worker), log=log, timeout=timeout)
         if rc != 0 or not out.exists():
@@ -263,7 +266,8 @@ def calibrate(
         import pyperf
 
         loops = int(pyperf.Benchmark.load(str(out)).get_metadata().get("calibrate_loops", 1))
-    return Outcome(ok=True, loops=max(loops, 1))
+        ran = spawned.exists() and spawned.read_text().strip() == "1"
+    return Outcome(ok=True, loops=max(loops, 1), spawned=ran)
 
 
 def run_process(

@@ -57,11 +57,29 @@ def clock_note(names: Iterable[tuple[str, str]]) -> str | None:
     device = sorted(n for n, clock in names if clock == "device")
     if not device:
         return None
-    shown = ", ".join(device[:6]) + (f" and {len(device) - 6} more" if len(device) > 6 else "")
     return (
-        f"Timed on the device (CUDA events, the work itself): {shown}; "
+        f"Timed on the device (CUDA events, the work itself): {_few(device)}; "
         "their host wall time per op is the host_us metric (host ≫ device: launch-bound)."
     )
+
+
+def pairing_note(rows: Iterable[tuple[str, str]]) -> str | None:
+    """Which regimes were measured with both refs in one worker process, when some were
+    and some were not (``--pairing auto`` chooses per regime)."""
+    rows = list(rows)  # read twice
+    paired = sorted(n for n, how in rows if how == "same-process")
+    apart = sorted(n for n, how in rows if how == "process")
+    if not paired or not apart:
+        return None  # one way for all: the table's caption says which
+    return (
+        f"Both refs in every worker process (same-process pairing): {_few(paired)}; "
+        f"in separate worker processes (they start processes, or cannot share one): "
+        f"{_few(apart)}."
+    )
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
 CLOCK_MOVED = 0.10  # an SM clock change beyond this during a regime is worth a warning
@@ -85,11 +103,13 @@ def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = 
     ``root``: what relative artefact paths are relative to, e.g. a CI artefacts folder)."""
     lines = [f"Crossover: {x.sentence()}" for x in comparison_crossovers(c)]
     note = clock_note((r.name, r.clock) for r in c.regimes)
+    pairs = pairing_note((r.name, r.pairing) for r in c.regimes)
     sides = [(f"{r.name} ({side})", m) for r in c.regimes
              for side, m in (("base", r.metrics_base), ("head", r.metrics_head))]  # fmt: skip
     return (
         lines
         + ([note] if note else [])
+        + ([pairs] if pairs else [])
         + placement_notes(c)
         + sm_clock_notes(sides)
         + instruction_notes(c, paths=paths, root=root)

@@ -302,8 +302,14 @@ def verdict_test(c: Comparison) -> str:
     """The test the comparison's verdicts rest on, in words."""
     if c.settings.get("measure", "time") != "time":
         return f"Welch's t on per-process {c.settings['measure']} counts"
-    if c.settings.get("pairing") == "same-process":
+    ways = {r.pairing for r in c.regimes if r.pairing} or {str(c.settings.get("pairing"))}
+    if ways == {"same-process"}:
         return "Wilcoxon signed-rank on per-process ratios (same-process pairing)"
+    if "same-process" in ways:
+        return (
+            "Wilcoxon signed-rank on per-process ratios where both refs shared each worker "
+            "process (same-process pairing), Mann–Whitney U on per-process means elsewhere"
+        )
     return "Mann–Whitney U on per-process means"
 
 

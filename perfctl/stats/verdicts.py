@@ -157,7 +157,9 @@ def sides_of(rows: Sequence[RegimeComparison]) -> dict[str, RegimeResult]:
     and a limit is still checked.
     """
     first = rows[0]
+    paired = all(r.pairing == "same-process" for r in rows)  # never pair unpaired processes
     common: dict[str, Any] = dict(
+        pairing="same-process" if paired else "process" if first.pairing else "",
         name=first.name,
         family=first.family,
         description=first.description,
@@ -218,9 +220,10 @@ def decide_all(
 ) -> list[RegimeComparison]:
     """One RegimeComparison per regime, with BH-adjusted p-values and verdicts.
 
-    With ``pairing="same-process"`` process *i* of each side ran in one worker
-    process, so the change comes from the paired analysis of the per-process
-    ratios (:mod:`perfctl.stats.paired`) and their spread is the noise judged.
+    Where process *i* of each side ran in one worker process (both results say
+    ``pairing="same-process"``; ``pairing`` stands in for records older than the
+    field), the change comes from the paired analysis of the per-process ratios
+    (:mod:`perfctl.stats.paired`) and their spread is the noise judged.
     """
     rows: dict[str, RegimeComparison] = {}
     tested: dict[str, Change] = {}
@@ -231,16 +234,26 @@ def decide_all(
         if not _comparable(b, h):
             rows[name] = _unmeasured(name, b, h, common)
             continue
-        tested[name], spread = _test(b, h, pairing, seed)
+        how = measured_pairing(b, h, pairing)
+        tested[name], spread = _test(b, h, how, seed)
         if spread is not None:
             noise[name] = spread
-        rows[name] = RegimeComparison(name=name, verdict=INCONCLUSIVE, **common)  # decided below
+        rows[name] = RegimeComparison(
+            name=name, verdict=INCONCLUSIVE, pairing=how, **common
+        )  # decided below
     adjusted = adjust({n: c.p_value for n, c in tested.items()}, references(results))
     for name, change in tested.items():
         rows[name] = _decided(
             rows[name], change, adjusted[name], noise.get(name), threshold=threshold, alpha=alpha
         )
     return list(rows.values())
+
+
+def measured_pairing(b: RegimeResult, h: RegimeResult, default: str = "process") -> str:
+    """How the two sides' values were measured together: "same-process" only when both
+    say so (``default`` for results that do not say), else "process"."""
+    sides = {b.pairing or default, h.pairing or default}
+    return "same-process" if sides == {"same-process"} else "process"
 
 
 def _comparable(b: RegimeResult, h: RegimeResult) -> bool:

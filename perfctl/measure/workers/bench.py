@@ -26,6 +26,7 @@ from pathlib import Path  # noqa: E402
 
 import pyperf  # noqa: E402
 
+from perfctl.measure import spawns  # noqa: E402
 from perfctl.measure.procs import die_with_parent  # noqa: E402
 from perfctl.regimes import loader  # noqa: E402
 
@@ -53,6 +54,9 @@ def main() -> None:
     runner.argparser.add_argument("--perfctl-regime", required=True)
     runner.argparser.add_argument("--perfctl-files", required=True)
     runner.argparser.add_argument("--perfctl-metrics", default=None)
+    # Calibration only: a file to write "1" to when the timed calls ran other processes
+    # (measure/spawns.py; --pairing auto reads it), else "0".
+    runner.argparser.add_argument("--perfctl-spawned", default=None)
     args = runner.parse_args()
     if args.worker and args.affinity:
         # pyperf pins the worker only when timing starts; the regime's set-up (and any
@@ -76,7 +80,13 @@ def main() -> None:
         host: list[float] = []  # wall seconds per op, beside a regime's own clock
         own = _own_clock(instance, defn.ops, host)
         clocks = [_sm_clock_mhz()] if own else []
-        runner.bench_time_func(name, own or _wall_clock(instance.run), inner_loops=defn.ops)
+        watch = spawns.Watch() if args.perfctl_spawned else None
+        time_func = own or _wall_clock(instance.run)
+        runner.bench_time_func(
+            name, watch.wrap(time_func) if watch else time_func, inner_loops=defn.ops
+        )
+        if watch is not None:
+            Path(args.perfctl_spawned).write_text("1" if watch.started else "0")
         extra = {"host_us": 1e6 * sorted(host)[len(host) // 2]} if host else {}
         if own:
             clocks.append(_sm_clock_mhz())

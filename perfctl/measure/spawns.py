@@ -1,0 +1,83 @@
+"""Whether a regime's timed code runs other processes (what ``--pairing auto`` asks).
+
+Same-process pairing cancels what the two refs share inside one worker process, but a
+regime that talks to a child process (a pipe round trip, a subprocess per call) gets a
+child per side, scheduled on either CPU independently of its parent, and the pairing
+cancels nothing of that (benchmarks/README.md, the two-process regime). The calibration
+worker watches its timed calls with :class:`Watch`; ``--pairing auto`` keeps a regime
+that started processes in separate worker processes.
+
+Import-light: it runs inside every calibration worker.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def live_children(pid: int | None = None) -> int:
+    """How many processes are children of ``pid`` (default: this one) right now."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    found = 0
+    readable = False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as fh:
+                found += len(fh.read().split())
+            readable = True
+        except OSError:
+            continue
+    return found if readable else _scan_children(pid)
+
+
+def _scan_children(pid: int) -> int:
+    # Kernels without CONFIG_PROC_CHILDREN: every process's parent, from its stat line.
+    found = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: fields follow its last ")".
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found += 1
+    return found
+
+
+def _reaped_faults() -> int:
+    # Every process that ran and was waited for adds page faults to RUSAGE_CHILDREN,
+    # even one too short to show any CPU time.
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_minflt + usage.ru_majflt
+
+
+class Watch:
+    """Wraps a pyperf time function; after each call, notes whether processes ran."""
+
+    def __init__(self) -> None:
+        self.faults = _reaped_faults()
+        self.started = False
+
+    def wrap(self, time_func: Callable[[int], float]) -> Callable[[int], float]:
+        """``time_func``, checked after each call (outside its own timing)."""
+
+        def watched(loops: int) -> float:
+            seconds = time_func(loops)
+            if not self.started:
+                self.started = live_children() > 0 or _reaped_faults() > self.faults
+            return seconds
+
+        return watched
