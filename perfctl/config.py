@@ -15,6 +15,7 @@ Known keys (all optional)::
     inherit_environ = ["MY_VAR"]          # env vars passed to workers
     subjects = { ipc = "pkg.mod:factory" }
     threshold = 0.02                      # noise band for verdicts
+    pairing = "auto"                      # or "process", "same-process" (--pairing)
     alpha = 0.05
     [[tool.perfctl.plan.phases]] ...      # see perfctl.plan.update
 """
@@ -49,6 +50,7 @@ KNOWN_KEYS = {
     "time_budget",
     "burst_wait",
     "affinity",
+    "pairing",
     "ci",
 }
 PROJECT_MARKERS = ("pyproject.toml", "perfctl.toml", ".git")
@@ -77,6 +79,7 @@ class Config:
     time_budget: float | None = None
     burst_wait: float | None = None
     affinity: str | None = None  # a CPU list, checked where it is used (jobs/settings.py)
+    pairing: str | None = None  # auto | process | same-process (--pairing)
     plan: dict[str, Any] = field(default_factory=dict)
     ci: dict[str, Any] = field(default_factory=dict)
     # A postgresql:// URL (may hold a password): never in a repr or a message.
@@ -200,6 +203,21 @@ def _cpu_list(table: dict[str, Any], path: Path | None) -> str | None:
     return None if value is None else str(value)
 
 
+PAIRINGS = ("auto", "process", "same-process")
+
+
+def _choice(
+    table: dict[str, Any], key: str, choices: tuple[str, ...], path: Path | None
+) -> str | None:
+    value = _expect(table, key, str, path)
+    if value is not None and value not in choices:
+        raise ConfigError(
+            f"{path}: `{key}` = {value!r} is not one of {', '.join(choices)}",
+            f"set `{key}` to one of them, or leave it out",
+        )
+    return value
+
+
 def _store(table: dict[str, Any], source: Path | None) -> tuple[str | None, str | None]:
     """The `store` key when it names a directory, and the shared store's URL (env first)."""
     from perfctl.store import url
@@ -264,6 +282,7 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         time_budget=_positive(table, "time_budget", (int, float), source),
         burst_wait=_seconds(table, "burst_wait", source),
         affinity=_cpu_list(table, source),
+        pairing=_choice(table, "pairing", PAIRINGS, source),
         plan=dict(_expect(table, "plan", dict, source) or {}),
         ci=dict(_expect(table, "ci", dict, source) or {}),
     )

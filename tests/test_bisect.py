@@ -1136,6 +1136,28 @@ def test_pooling_keeps_the_counter_test_of_counter_rows() -> None:
     assert both.change == pytest.approx(0.25) and len(both.base_values) == 6
 
 
+def test_pooling_pairs_only_rows_that_were_all_paired() -> None:
+    """A row measured in one process per pair pooled with one measured apart is judged
+    unpaired (Mann–Whitney on process means): no process is paired with a stranger."""
+    from perfctl.stats.bisection import pooled
+
+    import random
+
+    rng = random.Random(1)
+    procs = tuple((1e-3 * rng.lognormvariate(0.0, 0.2),) for _ in range(8))
+    heads = tuple((p[0] * 1.05,) for p in procs)  # +5% in every pair, process noise 20%
+    sides = {
+        "base": RegimeResult("work", "toy", Status.OK, processes=procs, pairing="same-process"),
+        "head": RegimeResult("work", "toy", Status.OK, processes=heads, pairing="same-process"),
+    }
+    (paired,) = verdicts.decide_all({"work": sides}, threshold=0.02, alpha=0.05)
+    assert paired.pairing == "same-process" and paired.verdict == "regressed"
+    both = pooled([paired, paired], threshold=0.02, alpha=0.05)
+    assert both.pairing == "same-process" and both.verdict == "regressed"
+    mixed = pooled([paired, replace(paired, pairing="process")], threshold=0.02, alpha=0.05)
+    assert mixed.pairing == "process" and mixed.verdict != "regressed"
+
+
 def test_selection_counts_named_regimes_not_dragged_baselines() -> None:
     rows = [_row(0.0, 0.0, 0.0, "no change") for _ in range(3)]
     rows = [
@@ -1209,7 +1231,7 @@ def test_fake_verification_measures_anew_when_the_culprit_follows_good(
     [
         {"clock": "cpu", "pairing": "same-process"},
         {"pairing": "same-process"},
-        {"pairing": "process"},  # a bisection with --pairing auto (the default) pools auto's
+        {"pairing": "process"},  # a bisection with pairing auto (the default) pools auto's
         {"affinity": [0]},  # pinned workers (as stored: a JSON list)
         None,
     ],

@@ -521,6 +521,9 @@ def test_from_store_refuses_runs_measured_apart_unless_mix_runs(stored: GitRepo)
     )
     c = _json(both)
     assert c["settings"]["mix_runs"] is True and c["recomputed_from"] == f"{x['id']}+{z['id']}"
+    # Each run paired its refs in one process; runs of two comparisons never pair.
+    assert [r["pairing"] for r in x["regimes"]] == ["same-process"]
+    assert [r["pairing"] for r in c["regimes"]] == ["process"]
     assert c["warnings"][0].startswith(
         "runs measured apart (--mix-runs): base and head were not measured"
     )

@@ -163,15 +163,26 @@ def test_auto_pairing_shares_a_worker_only_where_a_regime_can(tmp_path: Path) ->
     assert "(same-process pairing): calc;" in note and note.endswith(": pipe, plain.")
 
 
-def test_auto_pairing_is_process_where_no_regime_can_share(tmp_path: Path) -> None:
-    """Installed projects and counters have nothing to choose: settings say process."""
-    config = Config(root=tmp_path, regimes=("bench/regimes.py",), install=True)
-    assert _settings(pairing="auto", config=config).schedule.pairing == "process"
-    counted = _settings(pairing="auto", measure="instructions")
-    assert counted.schedule.pairing == "process"
-    fake = FakeExecutor({("a", "calc"): Dist(1e-3), ("b", "calc"): Dist(1e-3)})
-    c = _compare(tmp_path, fake, _settings(pairing="auto", rounds=4, max_rounds=4))
-    assert _row(c, "calc").pairing == "same-process" and fake.rounds("process") == 0
+def test_auto_pairing_keeps_a_side_that_cannot_calibrate_failed(tmp_path: Path) -> None:
+    dists = {(r, "calc"): Dist(1e-3) for r in ("a", "b")}
+    fake = FakeExecutor(dists, fail={("a", "calc"): "ImportError: no module named calc"})
+    row = _row(_compare(tmp_path, fake, _settings(pairing="auto")), "calc")
+    assert row.verdict == "failed" and "ImportError" in row.reason
+    assert fake.rounds("duo") == fake.rounds("process") == 0
+
+
+def test_auto_pairing_falls_back_only_while_the_regime_has_time(tmp_path: Path) -> None:
+    """A duo worker that fails fast is followed by separate processes; one that used the
+    regime's whole timeout is the regime's failure, not a 1 s timeout of the next."""
+    dists = {(r, "calc"): Dist(1e-3) for r in ("a", "b")}
+    fake = FakeExecutor(dists, unshared={"calc": "RuntimeError: no code"}, timeout=60)
+    row = _row(_compare(tmp_path / "fast", fake, _settings(pairing="auto")), "calc")
+    assert row.pairing == "process" and row.verdict != "failed"
+    hung = FakeExecutor(dists, unshared={"calc": "timed out after 60 s"}, timeout=60)
+    hung.seconds = 60.0  # the duo worker takes the regime's whole timeout
+    row = _row(_compare(tmp_path / "hung", hung, _settings(pairing="auto")), "calc")
+    assert row.verdict == "failed" and "timed out after 60 s" in row.reason
+    assert hung.rounds("process") == 0
 
 
 def test_confirm_remeasures_a_regression(tmp_path: Path) -> None:

@@ -75,6 +75,25 @@ def test_a_bad_burst_wait_is_a_config_error(tmp_path: Path, body: str) -> None:
         settings_for(burst_wait=float("inf"))
 
 
+def test_pairing_is_auto_unless_a_flag_or_the_config_says_otherwise(tmp_path: Path) -> None:
+    assert settings_for().schedule.pairing == "auto"
+    config = load_config(project(tmp_path, 'pairing = "process"\ninstall = false\n'))
+    assert settings_for(config=config).schedule.pairing == "process"
+    assert settings_for(config=config, pairing="auto").schedule.pairing == "auto"  # flag wins
+    # Where no regime could be paired, or too few pairs could decide, it says process.
+    assert settings_for(fast=True).schedule.pairing == "process"  # 6 rounds
+    assert settings_for(rounds=8, max_rounds=8).schedule.pairing == "auto"
+    assert settings_for(measure="memory").schedule.pairing == "process"
+    installed = load_config(project(tmp_path, 'pairing = "auto"\ninstall = true\n'))
+    assert settings_for(config=installed).schedule.pairing == "process"
+
+
+@pytest.mark.parametrize("body", ['pairing = "paired"\n', "pairing = 1\n"])
+def test_a_bad_pairing_is_a_config_error(tmp_path: Path, body: str) -> None:
+    with pytest.raises(ConfigError, match="pairing"):
+        load_config(project(tmp_path, body))
+
+
 def test_affinity_comes_from_flag_or_config_as_a_cpu_list(tmp_path: Path) -> None:
     assert settings_for(affinity="0-1,3").schedule.affinity == (0, 1, 3)
     assert settings_for().schedule.affinity == ()  # placement left to the OS by default

@@ -119,15 +119,15 @@ def compare_cmd(
         int, typer.Option("--seed", min=0, help="Seed for random order and bootstrap.")
     ] = 0,
     pairing: Annotated[
-        Pairing,
+        Pairing | None,
         typer.Option(
             "--pairing",
             help="auto: same-process where a regime can share a worker and starts no "
             "process, else process; process: each ref in its own worker processes; "
             "same-process: both refs timed alternately inside every worker "
-            "(install = false projects).",
+            "(install = false projects). Default: config `pairing`, else auto.",
         ),
-    ] = Pairing.auto,
+    ] = None,
     clock: Annotated[
         Clock,
         typer.Option(
@@ -220,7 +220,7 @@ def compare_cmd(
             alpha=alpha,
             order=order.value,
             seed=seed,
-            pairing=pairing.value,
+            pairing=pairing.value if pairing else None,
             clock=clock.value,
             measure=m.value,
             shard=parse_shard(shard, shard_run) if shard else None,

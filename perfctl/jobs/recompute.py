@@ -235,7 +235,11 @@ def _mix_runs(
     """Pair the newest run of each commit (asked for with --mix-runs), with warnings."""
     runs = {s: _latest_run(store, refs[s]) for s in SIDES}
     origins = {s: _origin(store, runs[s]) for s in SIDES}
-    pairs = _pairs(runs["base"], runs["head"], None, settings)
+    # Measured apart: never paired process by process, however each run was measured.
+    pairs = {
+        name: {s: replace(r, pairing="process") for s, r in sides.items()}
+        for name, sides in _pairs(runs["base"], runs["head"], None, settings).items()
+    }
     b_run, h_run = runs["base"], runs["head"]
     return Comparison(
         id=new_id(),

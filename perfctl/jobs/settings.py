@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from perfctl.config import Config
 from perfctl.errors import UsageError
 from perfctl.jobs.shard import Shard
-from perfctl.measure import counters
+from perfctl.measure import counters, duo
 from perfctl.measure.duo import IsClear
 from perfctl.measure.interleave import Schedule
 
@@ -76,7 +76,7 @@ def settings_for(
     alpha: float | None = None,
     order: str = "abba",
     seed: int = 0,
-    pairing: str = "auto",
+    pairing: str | None = None,
     clock: str = "wall",
     measure: str = "time",
     burst_wait: float | None = None,
@@ -95,6 +95,7 @@ def settings_for(
         "alpha": alpha,
     }  # fmt: skip
     _check_numbers(given)
+    pairing = pairing or (config.pairing if config is not None else None) or "auto"
     _check_modes(config, pairing, clock)
     pairing = _resolved(config, pairing, measure)
     if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
@@ -113,6 +114,8 @@ def settings_for(
         measure=measure,
         affinity=timed_cpus(affinity, config, measure),
     )
+    if sched.pairing == "auto" and sched.max_rounds < duo.AUTO_MIN_ROUNDS:
+        sched = replace(sched, pairing="process")  # too few pairs for a paired test
     return replace(
         s,
         schedule=sched,
@@ -153,7 +156,8 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
 
 def _resolved(config: Config | None, pairing: str, measure: str) -> str:
     """``auto`` where the whole comparison can only run in separate processes: counters
-    (one value per process) and installed projects (same-process needs the source)."""
+    (one value per process) and installed projects (same-process needs the source).
+    Too few rounds for a paired test (``--fast``) is checked on the schedule."""
     if pairing == "auto" and (measure != "time" or (config is not None and config.install)):
         return "process"
     return pairing

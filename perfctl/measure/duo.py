@@ -30,6 +30,11 @@ from perfctl.model import RegimeInfo
 # speed, so more of them narrow each process's ratio for little start-up cost.
 DUO_VALUES = 10
 
+# The fewest rounds --pairing auto pairs in one process: the exact Wilcoxon p-value of
+# n pairs is at least 2/2**n (6 pairs: 0.031, which Benjamini-Hochberg over two regimes
+# already lifts past 0.05), where 6 processes a side reach 0.002 unpaired (--fast).
+AUTO_MIN_ROUNDS = 8
+
 IsClear = Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool]
 
 
@@ -129,8 +134,8 @@ def measure_auto(
     cal = interleave.calibrate_pair(
         workers, info, logs, data, deadline, executor, min_time=sched.min_time
     )
-    if not cal.ok:
-        return data
+    if not all(data[s].ok for s in SIDES):
+        return data  # a side that cannot even calibrate fails with its own reason
     apart = partial(
         interleave.measure_pair, *args, clear_for("process"), progress, executor, hold,
         calibrated=(cal.loops, deadline),
@@ -139,12 +144,13 @@ def measure_auto(
         return apart()
     data = measure_duo(
         workers, info, sched, cal.loops, logs["base"], tmp, clear_for("same-process"),
-        progress, executor, hold,
+        progress, executor, hold, deadline=deadline,
     )  # fmt: skip
-    if not data["base"].processes:
+    if not data["base"].processes and executor.now() < deadline:
         # The regime ran in a worker of its own (calibration), so a first duo process
         # that failed could not share one (it imports no code of the ref, a C extension
         # refused a second copy): measure it apart. The duo's error stays in the log.
+        # One that used the regime's whole timeout fails with that reason instead.
         return apart()
     for s in SIDES:
         data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
@@ -162,12 +168,16 @@ def measure_duo(
     progress: Callable[[int], None] | None = None,
     executor: Executor = PYPERF,
     hold: Callable[[float], float] | None = None,
+    *,
+    deadline: float | None = None,
 ) -> dict[str, SideData]:
     """Rounds of duo processes until the paired answer is clear (or the budget ends);
-    ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`."""
+    ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`.
+    ``deadline`` ends the regime (default: its timeout from now)."""
     data = {s: SideData(loops=loops, pairing="same-process") for s in SIDES}
     clock = executor.now
-    deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    if deadline is None:
+        deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
     soft_end = clock() + sched.time_budget
     values = max(sched.values, DUO_VALUES)
     for i in range(sched.max_rounds):

@@ -178,6 +178,8 @@ _REGIME_FIELDS: dict[str, Check] = {
     "baseline": _optional(_string),
     **dict.fromkeys(("metrics_base", "metrics_head"), _map_of(_number)),
     "artifacts": _map_of(_string),
+    # A pairing this perfctl does not know (a newer one's) is analysed unpaired.
+    "pairing": _string,
 }
 _COMPARISON = _record(
     {
@@ -231,7 +233,7 @@ def validate_comparison_dict(data: Any) -> None:
 _RESULT = _record(
     {
         **dict.fromkeys(("name", "family", "reason", "log_path", "pyperf_file"), _string),
-        **dict.fromkeys(("description", "unit", "clock"), _string),
+        **dict.fromkeys(("description", "unit", "clock", "pairing"), _string),
         "status": _one_of(STATUSES, "status"),
         **dict.fromkeys(("ops", "loops"), _integer),
         "processes": _list_of(_NUMBERS),
