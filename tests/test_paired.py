@@ -136,3 +136,31 @@ def test_a_drift_over_the_schedule_is_named() -> None:
     means = 100e-9 * (1 + 0.02 * np.arange(20)) * np.exp(rng.normal(0, 0.005, 20))
     note = shape.describe([(float(m),) for m in means], list(range(20)))
     assert note is not None and "rose steadily" in note
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "default", "expected"),
+    [
+        ("same-process", "same-process", "process", "same-process"),  # the results say
+        ("", "", "same-process", "same-process"),  # older records: the comparison's setting
+        ("", "", "auto", "process"),
+        ("same-process", "process", "same-process", "process"),  # never pair a stranger
+        ("same-process", "", "process", "process"),
+    ],
+)
+def test_each_row_is_analysed_the_way_it_was_measured(
+    base: str, head: str, default: str, expected: str
+) -> None:
+    from perfctl.model import OK, RegimeResult
+    from perfctl.stats import verdicts
+
+    rng = np.random.default_rng(3)
+    means = 1e-3 * rng.lognormal(0.0, 0.2, 10)
+    sides = {
+        side: RegimeResult("work", "f", OK, processes=tuple((m * k,) for m in means), pairing=how)
+        for side, k, how in (("base", 1.0, base), ("head", 1.05, head))
+    }
+    (row,) = verdicts.decide_all({"work": sides}, threshold=0.02, alpha=0.05, pairing=default)
+    assert row.pairing == expected
+    # Paired, the +5% in every process is plain; unpaired, 20% process noise hides it.
+    assert (row.verdict == "regressed") == (expected == "same-process")

@@ -95,9 +95,7 @@ def settings_for(
         "alpha": alpha,
     }  # fmt: skip
     _check_numbers(given)
-    pairing = pairing or (config.pairing if config is not None else None) or "auto"
-    _check_modes(config, pairing, clock)
-    pairing = _resolved(config, pairing, measure)
+    pairing = _resolved(config, pairing, clock, measure)
     if measure != "time":  # counters: their own band (0.5%) and rounds; flags still win
         given["threshold"], given["rounds"], given["max_rounds"] = counters.counter_settings(
             pairing, threshold, rounds, max_rounds
@@ -114,11 +112,9 @@ def settings_for(
         measure=measure,
         affinity=timed_cpus(affinity, config, measure),
     )
-    if sched.pairing == "auto" and sched.max_rounds < duo.AUTO_MIN_ROUNDS:
-        sched = replace(sched, pairing="process")  # too few pairs for a paired test
     return replace(
         s,
-        schedule=sched,
+        schedule=_enough_pairs(sched),
         alpha=_pick(given, "alpha", s.alpha),
         threshold_given=threshold is not None,
         **kw,  # type: ignore[arg-type]
@@ -154,13 +150,22 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
         )
 
 
-def _resolved(config: Config | None, pairing: str, measure: str) -> str:
-    """``auto`` where the whole comparison can only run in separate processes: counters
-    (one value per process) and installed projects (same-process needs the source).
-    Too few rounds for a paired test (``--fast``) is checked on the schedule."""
+def _resolved(config: Config | None, pairing: str | None, clock: str, measure: str) -> str:
+    """The pairing asked for (flag, config key, else ``auto``), checked; ``process`` for
+    ``auto`` where the whole comparison can only run in separate processes: counters
+    (one value per process) and installed projects (same-process needs the source)."""
+    pairing = pairing or (config.pairing if config is not None else None) or "auto"
+    _check_modes(config, pairing, clock)
     if pairing == "auto" and (measure != "time" or (config is not None and config.install)):
         return "process"
     return pairing
+
+
+def _enough_pairs(sched: Schedule) -> Schedule:
+    """``process`` for ``auto`` with too few rounds for a paired test (``--fast``)."""
+    if sched.pairing == "auto" and sched.max_rounds < duo.AUTO_MIN_ROUNDS:
+        return replace(sched, pairing="process")
+    return sched
 
 
 def _counts(sched: Schedule, given: Mapping[str, float | None], measure: str) -> Schedule:
