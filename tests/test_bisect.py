@@ -1139,9 +1139,9 @@ def test_pooling_keeps_the_counter_test_of_counter_rows() -> None:
 def test_pooling_pairs_only_rows_that_were_all_paired() -> None:
     """A row measured in one process per pair pooled with one measured apart is judged
     unpaired (Mann–Whitney on process means): no process is paired with a stranger."""
-    from perfctl.stats.bisection import pooled
-
     import random
+
+    from perfctl.stats.bisection import pooled
 
     rng = random.Random(1)
     procs = tuple((1e-3 * rng.lognormvariate(0.0, 0.2),) for _ in range(8))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -13,8 +14,13 @@ from perfctl.measure import spawns
 pytestmark = pytest.mark.cli  # real child processes, nothing measured
 
 
-def _calls(watch: spawns.Watch, run: object) -> bool:
-    timed = watch.wrap(lambda loops: [run() for _ in range(loops)] and 0.0)  # type: ignore[operator]
+def _calls(watch: spawns.Watch, run: Callable[[], object]) -> bool:
+    def time_func(loops: int) -> float:
+        for _ in range(loops):
+            run()
+        return 0.0
+
+    timed = watch.wrap(time_func)
     for loops in (1, 2):
         timed(loops)
     return watch.started
