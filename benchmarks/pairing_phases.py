@@ -2,11 +2,12 @@
 
 Writes the bundled demo project (minibridge: a parent and a child process over a
 multiprocessing pipe, five tagged phases) into a temporary directory and runs
-``perfctl compare`` on consecutive phases with each ``--pairing``, all regimes, at the
-default settings. Three of its regimes talk to a child process (``payload_large_sum``,
+``perfctl compare`` on phases 0→1, 1→2 and 2→3 with ``--pairing process`` and
+``same-process`` (``--pairs``/``--designs`` choose others, e.g. ``auto``), all regimes,
+at the default settings. Three of its regimes talk to a child process (``payload_large_sum``,
 ``increment_small``, ``bytes_roundtrip_512kb``), two run in-process (``direct_sum``,
-``propagation_update``). It prints one line per comparison and regime: verdict,
-change and CI, processes, reason.
+``propagation_update``). It prints one line per comparison and regime: how the
+row was measured (``pairing``), verdict, change and CI, processes, reason.
 
 What it is for: same-process pairing cancels what the two refs share inside one worker
 process, including what a ref changes in that process's environment (a helper

@@ -169,6 +169,7 @@ def test_auto_pairing_keeps_a_side_that_cannot_calibrate_failed(tmp_path: Path) 
     row = _row(_compare(tmp_path, fake, _settings(pairing="auto")), "calc")
     assert row.verdict == "failed" and "ImportError" in row.reason
     assert fake.rounds("duo") == fake.rounds("process") == 0
+    assert fake.rounds("calibrate") == 1  # base decides: head is not calibrated for nothing
 
 
 def test_auto_pairing_falls_back_only_while_the_regime_has_time(tmp_path: Path) -> None:

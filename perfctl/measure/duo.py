@@ -31,8 +31,9 @@ from perfctl.model import RegimeInfo
 DUO_VALUES = 10
 
 # The fewest rounds --pairing auto pairs in one process: the exact Wilcoxon p-value of
-# n pairs is at least 2/2**n (6 pairs: 0.031, which Benjamini-Hochberg over two regimes
-# already lifts past 0.05), where 6 processes a side reach 0.002 unpaired (--fast).
+# n pairs is at least 2/2**n (6 pairs: 0.031, which Benjamini-Hochberg lifts past 0.05
+# as soon as another regime of its family has a larger p), where 6 processes a side
+# reach 0.002 unpaired (--fast).
 AUTO_MIN_ROUNDS = 8
 
 IsClear = Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool]
@@ -131,11 +132,12 @@ def measure_auto(
         return interleave.measure_pair(*args, clear_for("process"), progress, executor, hold)
     data = {s: SideData() for s in SIDES}
     deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
+    # Base decides: a regime whose base cannot even calibrate fails with that reason.
     cal = interleave.calibrate_pair(
-        workers, info, logs, data, deadline, executor, min_time=sched.min_time
+        workers, info, logs, data, deadline, executor, min_time=sched.min_time, sides=("base",)
     )
-    if not all(data[s].ok for s in SIDES):
-        return data  # a side that cannot even calibrate fails with its own reason
+    if not cal.ok:
+        return data
     apart = partial(
         interleave.measure_pair, *args, clear_for("process"), progress, executor, hold,
         calibrated=(cal.loops, deadline),

@@ -98,11 +98,12 @@ def calibrate_pair(
     executor: Executor = PYPERF,
     *,
     min_time: float,
+    sides: tuple[str, ...] = SIDES,
 ) -> runner.Outcome:
-    """The first side's calibration that worked (its loops, and whether it ran other
-    processes); a failed one's reason goes into ``data``."""
+    """The first of ``sides`` whose calibration worked (its loops, and whether it ran
+    other processes); a failed one's reason goes into ``data``."""
     # One loop count for both sides, so each value amortises the same loop overhead.
-    for side in SIDES:
+    for side in sides:
         left = deadline - executor.now()
         if left <= 0:
             # The other side used the regime's whole timeout: say so, rather than

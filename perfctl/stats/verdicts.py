@@ -157,9 +157,9 @@ def sides_of(rows: Sequence[RegimeComparison]) -> dict[str, RegimeResult]:
     and a limit is still checked.
     """
     first = rows[0]
-    paired = all(r.pairing == "same-process" for r in rows)  # never pair unpaired processes
+    ways = {r.pairing for r in rows}  # rows measured differently are never paired
     common: dict[str, Any] = dict(
-        pairing="same-process" if paired else "process" if first.pairing else "",
+        pairing=ways.pop() if len(ways) == 1 else "process",
         name=first.name,
         family=first.family,
         description=first.description,
