@@ -44,14 +44,14 @@ def test_a_side_left_no_time_is_not_measured_rather_than_timed_out(tmp_path: Pat
     info = RegimeInfo("a", "default", {}, 1, None, (), "", str(regimes), timeout=5)
     data = {s: SideData() for s in SIDES}
     logs = {s: tmp_path / f"{s}.log" for s in SIDES}
-    loops = interleave.calibrate_both(
+    loops = interleave.calibrate_pair(
         {s: worker for s in SIDES},
         info,
         logs,
         data,
         deadline=time.monotonic() - 0.02,
         min_time=0.05,
-    )
+    ).loops
     assert loops == 0
     for side in SIDES:
         assert not data[side].ok

@@ -87,9 +87,9 @@ def measure_same_process(
         raise UsageError(why, "use --pairing auto (the default) or process for this project")
     data = {s: SideData() for s in SIDES}
     deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
-    loops = interleave.calibrate_both(
+    loops = interleave.calibrate_pair(
         workers, info, logs, data, deadline, executor, min_time=sched.min_time
-    )
+    ).loops
     if not loops:
         return data
     data = measure_duo(

@@ -75,20 +75,6 @@ def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, st
     return ("base", "head") if i % 2 == 0 else ("head", "base")
 
 
-def calibrate_both(
-    workers: dict[str, runner.Worker],
-    info: RegimeInfo,
-    logs: dict[str, Path],
-    data: dict[str, SideData],
-    deadline: float,
-    executor: Executor = PYPERF,
-    *,
-    min_time: float,
-) -> int:
-    """One calibrated loop count for both sides (0 when neither side could run)."""
-    return calibrate_pair(workers, info, logs, data, deadline, executor, min_time=min_time).loops
-
-
 def calibrate_pair(
     workers: dict[str, runner.Worker],
     info: RegimeInfo,
@@ -100,8 +86,9 @@ def calibrate_pair(
     min_time: float,
     sides: tuple[str, ...] = SIDES,
 ) -> runner.Outcome:
-    """The first of ``sides`` whose calibration worked (its loops, and whether it ran
-    other processes); a failed one's reason goes into ``data``."""
+    """The first of ``sides`` whose calibration worked: one loop count for both sides
+    (0 when none could run) and whether it ran other processes; a failed side's reason
+    goes into ``data``."""
     # One loop count for both sides, so each value amortises the same loop overhead.
     for side in sides:
         left = deadline - executor.now()
@@ -171,9 +158,8 @@ def measure_pair(
     soft_end = clock() + sched.time_budget
     if calibrated is None:
         deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
-        loops = calibrate_both(
-            workers, info, logs, data, deadline, executor, min_time=sched.min_time
-        )
+        cal = calibrate_pair(workers, info, logs, data, deadline, executor, min_time=sched.min_time)
+        loops = cal.loops
     else:
         loops, deadline = calibrated
     if not loops:
