@@ -506,8 +506,8 @@ def test_from_store_refuses_the_same_commit_on_both_sides(stored: GitRepo) -> No
 
 
 def test_from_store_refuses_runs_measured_apart_unless_mix_runs(stored: GitRepo) -> None:
-    x = _compare(stored, "s1", "s3", "--regime", "work")
-    z = _compare(stored, "s2", "s3", "--regime", "work")
+    x = _compare(stored, "s1", "s3", "--regime", "work", "--pairing", "same-process")
+    z = _compare(stored, "s2", "s3", "--regime", "work", "--pairing", "same-process")
     _busy(stored, z["id"])
     # s1 and s2 both have runs, but no comparison measured them together.
     proc = run_cli("compare", "--from-store", "s1", "s2", cwd=stored.path)

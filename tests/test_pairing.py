@@ -80,7 +80,16 @@ def pipe():
     child.wait()
 """
 
-SETTINGS = ["--pairing", "same-process", "--rounds", "6", "--max-rounds", "8", "--min-time", "0.01"]
+SETTINGS = [
+    "--pairing",
+    "same-process",
+    "--rounds",
+    "6",
+    "--max-rounds",
+    "12",
+    "--min-time",
+    "0.01",
+]
 
 
 @pytest.fixture(scope="module")

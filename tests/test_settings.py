@@ -82,7 +82,8 @@ def test_pairing_is_auto_unless_a_flag_or_the_config_says_otherwise(tmp_path: Pa
     assert settings_for(config=config, pairing="auto").schedule.pairing == "auto"  # flag wins
     # Where no regime could be paired, or too few pairs could decide, it says process.
     assert settings_for(fast=True).schedule.pairing == "process"  # 6 rounds
-    assert settings_for(rounds=8, max_rounds=8).schedule.pairing == "auto"
+    assert settings_for(rounds=8, max_rounds=8).schedule.pairing == "process"
+    assert settings_for(rounds=8, max_rounds=12).schedule.pairing == "auto"
     assert settings_for(measure="memory").schedule.pairing == "process"
     installed = load_config(project(tmp_path, 'pairing = "auto"\ninstall = true\n'))
     assert settings_for(config=installed).schedule.pairing == "process"

@@ -30,11 +30,12 @@ from perfctl.model import RegimeInfo
 # speed, so more of them narrow each process's ratio for little start-up cost.
 DUO_VALUES = 10
 
-# The fewest rounds --pairing auto pairs in one process: the exact Wilcoxon p-value of
-# n pairs is at least 2/2**n (6 pairs: 0.031, which Benjamini-Hochberg lifts past 0.05
-# as soon as another regime of its family has a larger p), where 6 processes a side
-# reach 0.002 unpaired (--fast).
-AUTO_MIN_ROUNDS = 8
+# The fewest rounds (--max-rounds) --pairing auto pairs in one process: the exact
+# Wilcoxon p-value of n pairs is at least 2/2**n, where n processes a side reach far
+# lower unpaired (8: 0.0078 against 0.00016). An early stop on a change needs p < 0.001
+# (11 pairs), and a noisy side's verdict alpha/5 after Benjamini-Hochberg: with 8 pairs
+# a 5x slowdown in a family of three came out inconclusive on a busy runner.
+AUTO_MIN_ROUNDS = 12
 
 IsClear = Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool]
 
@@ -100,9 +101,11 @@ def measure_same_process(
     return data
 
 
-def process_reason(workers: dict[str, runner.Worker], info: RegimeInfo) -> str:
+def process_reason(workers: dict[str, runner.Worker], info: RegimeInfo, sched: Schedule) -> str:
     """Why ``--pairing auto`` measures a regime in separate processes before calibrating
     it, or "" when calibration decides (:func:`measure_auto`)."""
+    if sched.max_rounds < AUTO_MIN_ROUNDS:
+        return f"{sched.max_rounds} rounds are too few for a paired test"
     if info.clock != "wall":
         return "it times itself on the device clock"
     return unsupported(workers)
@@ -128,7 +131,7 @@ def measure_auto(
     ``SideData.pairing``; ``clear_for(pairing)`` is its stopping rule.
     """
     args = (workers, info, sched, logs, tmp)
-    if process_reason(workers, info):
+    if process_reason(workers, info, sched):
         return interleave.measure_pair(*args, clear_for("process"), progress, executor, hold)
     data = {s: SideData() for s in SIDES}
     deadline = executor.now() + (info.timeout or runner.DEFAULT_TIMEOUT)
