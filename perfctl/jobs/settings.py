@@ -163,7 +163,7 @@ def _resolved(config: Config | None, pairing: str | None, clock: str, measure: s
 
 def _enough_pairs(sched: Schedule) -> Schedule:
     """``process`` for ``auto`` with too few rounds for a paired test (``--fast``)."""
-    if sched.pairing == "auto" and sched.max_rounds < duo.AUTO_MIN_ROUNDS:
+    if sched.pairing == "auto" and duo.too_few_rounds(sched):
         return replace(sched, pairing="process")
     return sched
 

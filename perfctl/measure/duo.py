@@ -101,11 +101,19 @@ def measure_same_process(
     return data
 
 
+def too_few_rounds(sched: Schedule) -> str:
+    """Why ``sched`` has too few rounds for ``--pairing auto`` to pair, or ""."""
+    if sched.max_rounds < AUTO_MIN_ROUNDS:
+        return f"{sched.max_rounds} rounds are too few for a paired test"
+    return ""
+
+
 def process_reason(workers: dict[str, runner.Worker], info: RegimeInfo, sched: Schedule) -> str:
     """Why ``--pairing auto`` measures a regime in separate processes before calibrating
     it, or "" when calibration decides (:func:`measure_auto`)."""
-    if sched.max_rounds < AUTO_MIN_ROUNDS:
-        return f"{sched.max_rounds} rounds are too few for a paired test"
+    few = too_few_rounds(sched)
+    if few:
+        return few
     if info.clock != "wall":
         return "it times itself on the device clock"
     return unsupported(workers)
