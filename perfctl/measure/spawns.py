@@ -1,11 +1,12 @@
 """Whether a regime's timed code runs other processes (what ``--pairing auto`` asks).
 
-Same-process pairing cancels what the two refs share inside one worker process, but a
-regime that talks to a child process (a pipe round trip, a subprocess per call) gets a
-child per side, scheduled on either CPU independently of its parent, and the pairing
-cancels nothing of that (benchmarks/README.md, the two-process regime). The calibration
-worker watches its timed calls with :class:`Watch`; ``--pairing auto`` keeps a regime
-that started processes in separate worker processes.
+Same-process pairing cancels what the two refs share inside one worker process. For a
+regime that talks to a child process (a pipe round trip, a subprocess per call) that
+includes what a ref changes in the process's environment (a helper process it starts),
+so a real change can cancel too: on the demo project pairing read a 22-43% speed-up of
+such regimes as none (benchmarks/README.md, "real changes under each pairing"). The
+calibration worker watches its timed calls with :class:`Watch`; ``--pairing auto``
+keeps a regime that started processes in separate worker processes.
 
 Import-light: it runs inside every calibration worker.
 """
