@@ -191,6 +191,7 @@ def compare(root: Path, head: str, args: list[str]) -> dict[str, Any]:
             "ci": [r.get("ci_low"), r.get("ci_high")],
             "processes": len(r.get("base_values") or ()),
             "reason": r.get("reason", ""),
+            "seconds": r.get("seconds", 0.0),  # this regime's own measuring time
         }
         for r in out.get("regimes", [])
     }
@@ -272,13 +273,16 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def _results(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (compare, regime): what was injected into that regime."""
+    """One row per (compare, regime): what was injected into that regime, and its time:
+    the regime's own measuring time where perfctl recorded it (``seconds``), else (older
+    records) the comparison's wall time shared equally among its regimes."""
     rows = []
     for r in recs:
         n = max(1, len(r["rows"]))
         for name, row in r["rows"].items():
             injected = r["injected"] if name == "work" else 0.0
-            rows.append({**row, "regime": name, "injected": injected, "wall": r["wall"] / n})
+            wall = row.get("seconds") or r["wall"] / n
+            rows.append({**row, "regime": name, "injected": injected, "wall": wall})
     return rows
 
 
@@ -336,8 +340,10 @@ def summarize(recs: list[dict[str, Any]]) -> str:
             + " |"
         )
     lines.append(
-        "\nWall time per regime is the comparison's wall time over its regimes (both "
-        "regimes of one comparison share it). Rates: k/n = p% [Wilson 95%]."
+        "\nWall time per regime is the time perfctl spent measuring that regime (its "
+        "`seconds`, both refs, calibration included); records made before perfctl "
+        "recorded it share the comparison's wall time equally among its regimes. "
+        "Rates: k/n = p% [Wilson 95%]."
     )
     return "\n".join(lines)
 

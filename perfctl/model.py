@@ -7,7 +7,7 @@ Durations are always seconds per operation (``*_s``); reports convert to
    fields with defaults, so older files still load and older readers ignore them:
    ``Comparison.recomputed_from`` (the measured comparison a ``--from-store``
    recomputation re-decided; empty for a measurement); ``warning_kinds`` beside
-   ``warnings`` (:mod:`perfctl.caveats`); ``pairing`` of a result and of a row.
+   ``warnings`` (:mod:`perfctl.caveats`); ``pairing`` and ``seconds`` of a result and a row.
 """
 
 from __future__ import annotations
@@ -84,11 +84,8 @@ def check_schema(d: dict[str, Any], kind: str, current: int = SCHEMA_VERSION) ->
 
 
 class Notice(str):
-    """A progress message worth a lasting stderr line, not only the spinner's text.
-
-    Stages pass progress as plain strings; the CLI shows those on a spinner
-    (lost when stderr is not a terminal) and prints a Notice in both modes.
-    """
+    """A progress message worth a lasting stderr line, not only the spinner's text (lost
+    when stderr is not a terminal); stages pass other progress as plain strings."""
 
     __slots__ = ()
 
@@ -190,6 +187,8 @@ class RegimeResult:
     # How the values were measured: "process" (each ref in its own worker processes) or
     # "same-process" (both refs in every worker); "" in records older than the field.
     pairing: str = ""
+    # Wall seconds spent measuring it (a comparison: both refs, one figure); 0: unknown.
+    seconds: float = 0.0
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -261,6 +260,7 @@ class RegimeComparison:
     max_peak: int | None = None  # head's declared memory limit, bytes
     over_limit: str = ""  # why head is over max_peak (only --measure memory can tell)
     pairing: str = ""  # the pairing the verdict's test assumed (RegimeResult.pairing)
+    seconds: float = 0.0  # wall seconds spent measuring it (RegimeResult.seconds); 0: unknown
 
 
 @dataclass(frozen=True)

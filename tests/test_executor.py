@@ -65,6 +65,32 @@ def test_a_clear_regression_stops_early_and_is_regressed(tmp_path: Path) -> None
     assert len(row.base_values) == fake.rounds() // 2  # one value (mean) per process
 
 
+def test_each_regime_records_the_time_it_took_to_measure(tmp_path: Path) -> None:
+    """Every timed process moves the fake clock on by ``fake.seconds`` (calibration not):
+    a regime's row and both its stored results say exactly that much, and the text
+    output's line lists the regimes longest first."""
+    from perfctl.render.notes import time_line
+    from perfctl.store.local import open_store
+
+    noisy = {(r, "noisy"): Dist(1e-3, cv=0.3) for r in "ab"}
+    fake = FakeExecutor({**SLOWER, **noisy}, seconds=1.5)
+    c = _compare(tmp_path, fake, _settings(max_rounds=40))
+    for row in c.regimes:
+        ran = [k for k, _, name in fake.calls if name == row.name and k != "calibrate"]
+        spent = fake.seconds * len(ran)
+        assert row.seconds == pytest.approx(spent, abs=0.01) and spent > 0
+    store = open_store(tmp_path / ".perfctl")
+    for run in (c.base_run, c.head_run):
+        got = {r.name: r.seconds for r in store.load_run(run).results}
+        assert got == {r.name: r.seconds for r in c.regimes}
+    work, noisy_row = _row(c, "work"), _row(c, "noisy")
+    assert noisy_row.seconds > work.seconds  # noisy data take more rounds
+    line = time_line(c) or ""
+    assert line.index("noisy ") < line.index("work ")
+    assert line.startswith("Measuring took ") and line.endswith(" s.")
+    assert time_line(replace(c, recomputed_from=c.id)) is None  # not measured by this one
+
+
 def test_a_smaller_alpha_needs_more_rounds(tmp_path: Path) -> None:
     # Stopping on a change needs p < alpha / 50: the rank test reaches 0.001 with
     # 7 processes a side, 2e-5 (alpha 0.001) only with 10.

@@ -72,6 +72,7 @@ def test_comparison_file_with_an_unknown_verdict_is_refused(tmp_path: Path) -> N
         (lambda d: d.update(threshold=10**400), "threshold: a number too large"),
         (lambda d: d["machine"].update(cores=-(2**63)), "machine.cores: a number too large"),
         (lambda d: d["regimes"][0]["artifacts"].update(k=1), "regimes[0].artifacts.k: expected"),
+        (lambda d: d["regimes"][0].update(seconds="9"), "regimes[0].seconds: expected a number"),
     ],
 )
 def test_schema_violations_name_the_field(mutate: Any, field: str) -> None:

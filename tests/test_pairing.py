@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,8 @@ def test_auto_pairing_is_the_default_and_chosen_per_regime(repo: GitRepo, tmp_pa
     assert "(same-process pairing): work; in separate worker processes" in text
     said = " ".join(out.stderr.split())  # the "Verdicts:" line
     assert "Mann–Whitney U on per-process means elsewhere" in said
+    took = r"(\d+ min )?\d+ s"  # 42 s, 1 min 05 s
+    assert re.search(rf"Measuring took {took}: (pipe|work) {took}, (work|pipe) {took}\.", said)
     from perfctl.model import to_dict
     from perfctl.store.local import open_store
 
@@ -211,6 +214,7 @@ def test_auto_pairing_is_the_default_and_chosen_per_regime(repo: GitRepo, tmp_pa
         "work": "same-process", "pipe": "process"
     }  # fmt: skip
     assert rows["work"]["verdict"] == "regressed", rows["work"]["reason"]
+    assert all(r["seconds"] > 0 for r in rows.values())  # the real time each one took
     assert rows["work"]["base_order"] == rows["work"]["head_order"]  # one worker each round
     pipe = rows["pipe"]  # unchanged code, measured apart
     assert pipe["verdict"] not in ("failed", "regressed", "improved"), pipe

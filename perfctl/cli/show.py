@@ -15,7 +15,7 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
     """Print a comparison in the chosen format (notes and warnings on stderr)."""
 
     from perfctl.render import tables as render
-    from perfctl.render.notes import comparison_notes
+    from perfctl.render.notes import comparison_notes, time_line
 
     err = err_console()
     if fmt == Format.json:
@@ -34,6 +34,9 @@ def show_comparison(c: Comparison, fmt: Format) -> None:
             f"Verdicts: {render.verdict_test(c)}, Benjamini–Hochberg corrected "
             f"across {_families(c)}; change CI must clear ±{c.threshold * 100:g}%."
         )
+        took = time_line(c)
+        if took:
+            err.print(render.esc(took))
         for w in c.warnings:
             err.print(f"[yellow]Warning: {render.esc(w)}[/yellow]")
         if c.recomputed_from:

@@ -34,7 +34,7 @@ from perfctl.jobs.settings import settings_for as settings_for
 from perfctl.jobs.shard import split
 from perfctl.measure import counters, duo, interleave, runner
 from perfctl.measure.executor import PYPERF, Executor
-from perfctl.measure.interleave import SIDES
+from perfctl.measure.interleave import SIDES, SideData
 from perfctl.measure.quiet import Quiet
 from perfctl.model import (
     Comparison,
@@ -267,6 +267,7 @@ def _measure_regime(
     def hold(left: float) -> float:
         return quiet.hold(executor, name, say, left)
 
+    started = executor.now()
     with interleave.workdir() as tmp:
         if settings.schedule.measure != "time":
             data = counters.measure_pair(
@@ -290,11 +291,22 @@ def _measure_regime(
             data = interleave.measure_pair(
                 workers, info, settings.schedule, logs, Path(tmp), clear, say_round, executor, hold
             )
-        results = {s: side_result(infos[s] or info, data[s], logs[s], Path(tmp), s) for s in SIDES}
-        merged = {
-            s: interleave.merge_pyperf(data[s].files, Path(tmp) / f"{s}-all.json") for s in SIDES
+        took = round(executor.now() - started, 2)
+        results = {
+            s: _result(infos[s] or info, data[s], logs[s], Path(tmp), s, took) for s in SIDES
         }
-        return _save_results(store, sides, results, merged)
+        return _save_results(store, sides, results, _merged(data, Path(tmp)))
+
+
+def _merged(data: dict[str, SideData], tmp: Path) -> dict[str, Path | None]:
+    """Each side's pyperf files joined into one (what the store keeps beside the result)."""
+    return {s: interleave.merge_pyperf(data[s].files, tmp / f"{s}-all.json") for s in SIDES}
+
+
+def _result(
+    info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str, seconds: float
+) -> RegimeResult:
+    return replace(side_result(info, d, log, tmp, side), seconds=seconds)
 
 
 def _save_results(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import platform
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfctl import __version__
@@ -197,8 +198,10 @@ def _measure_all(
             continue
         log = config.state_dir / "logs" / run.id / f"{_slug(info.name)}.log"
         with procs.scratch("perfctl-run-") as tmp:
+            started = time.monotonic()
             outcome = _measure_one(worker, info, options, log, Path(tmp))
-            result = to_result(info, outcome, log)
+            took = round(time.monotonic() - started, 2)
+            result = replace(to_result(info, outcome, log), seconds=took)
             store.save_result(run.id, result, outcome.pyperf_json)
         failed |= not (outcome.ok or outcome.skipped)
     if progress:

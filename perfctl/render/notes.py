@@ -78,6 +78,22 @@ def pairing_note(rows: Iterable[tuple[str, str]]) -> str | None:
     )
 
 
+def time_line(c: Comparison) -> str | None:
+    """How long measuring took, in all and per regime (longest first), for a measured
+    comparison whose rows say (``RegimeComparison.seconds``); None otherwise."""
+    timed = sorted(((r.seconds, r.name) for r in c.regimes if r.seconds > 0), reverse=True)
+    if not c.measured or not timed:
+        return None
+    each = _few([f"{name} {duration(s)}" for s, name in timed])
+    return f"Measuring took {duration(sum(s for s, _ in timed))}: {each}."
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``: wall time for people."""
+    whole = round(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
 def _few(names: list[str]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 

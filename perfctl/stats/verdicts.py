@@ -145,6 +145,7 @@ def _common(
         unit=b.unit if b.status == OK else h.unit,
         max_peak=h.max_peak,
         over_limit=over_limit(h),
+        seconds=max(b.seconds, h.seconds),
     )
 
 
@@ -166,6 +167,7 @@ def sides_of(rows: Sequence[RegimeComparison]) -> dict[str, RegimeResult]:
         baseline=first.baseline,
         unit=first.unit,
         clock=first.clock,
+        seconds=round(sum(r.seconds for r in rows), 2),  # pooled: all of their time
     )
     return {
         "base": RegimeResult(

@@ -180,6 +180,7 @@ _REGIME_FIELDS: dict[str, Check] = {
     "artifacts": _map_of(_string),
     # A pairing this perfctl does not know (a newer one's) is analysed unpaired.
     "pairing": _string,
+    "seconds": _number,
 }
 _COMPARISON = _record(
     {
@@ -241,6 +242,7 @@ _RESULT = _record(
         "baseline": _optional(_string),
         "params": _map_of(_anything),
         "metrics": _map_of(_number),
+        "seconds": _number,
     },
     ("name", "family", "status"),
 )
