@@ -22,6 +22,7 @@ from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
 from perfctl.measure import runner
 from perfctl.measure.executor import DuoSpec, Job, ProcessSpec
+from perfctl.measure.spawns import SPAWNED
 from perfctl.model import RefInfo, RegimeInfo
 
 REF_VAR = "PERFCTL_FAKE_REF"  # which ref a worker belongs to (Job carries only the side)
@@ -54,6 +55,9 @@ class FakeExecutor:
     broken: dict[str, str] = field(default_factory=dict)  # ref -> probe error
     spawning: set[str] = field(default_factory=set)  # regimes whose calls start processes
     unshared: dict[str, str] = field(default_factory=dict)  # regime -> why a duo worker fails
+    # regime -> the first duo round whose watch (--pairing auto) sees another process:
+    # head starts processes where base, which calibration watched, did not.
+    head_spawns: dict[str, int] = field(default_factory=dict)
     interrupt_at: int | None = None  # raise Interrupted at this worker process
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, ref, regime)
     clock: float = 0.0
@@ -162,6 +166,8 @@ class FakeExecutor:
         self._tick("duo", refs["base"], info.name)
         if info.name in self.unshared:
             return self.unshared[info.name]
+        if spec.watch and spec.n >= self.head_spawns.get(info.name, spec.n + 1):
+            return f"{SPAWNED}: another process ran beside the timed calls (base alone saw none)"
         factor = self._factor(refs["base"], info.name)
         return {
             s: list(self._draw(self.dists[refs[s], info.name], factor, spec.values)) for s in refs

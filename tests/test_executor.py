@@ -189,6 +189,29 @@ def test_auto_pairing_shares_a_worker_only_where_a_regime_can(tmp_path: Path) ->
     assert "(same-process pairing): calc;" in note and note.endswith(": pipe, plain.")
 
 
+@pytest.mark.parametrize("first", [0, 4])
+def test_auto_measures_apart_a_regime_whose_head_starts_processes(
+    tmp_path: Path, first: int
+) -> None:
+    """Calibration watched base only; the duo worker watches both, and the first sign of
+    another process (in its first round or a later one) sends the regime to separate
+    processes, its duo values dropped: base would have shared head's processes."""
+    dists = {("a", "calc"): Dist(1e-3, cv=0.2), ("b", "calc"): Dist(1.05e-3, cv=0.2)}
+    fake = FakeExecutor(dists, head_spawns={"calc": first})
+    row = _row(_compare(tmp_path, fake, _settings(pairing="auto", max_rounds=12)), "calc")
+    assert row.pairing == "process" and row.verdict == "inconclusive"  # CV 20%, apart
+    assert fake.rounds("duo") == first + 1  # the duo stopped at the first sign
+    assert len(row.base_values) == fake.rounds("process") // 2  # only the apart values
+    assert not set(row.base_order) & set(row.head_order)
+
+
+def test_an_explicit_same_process_pairing_is_not_watched(tmp_path: Path) -> None:
+    dists = {("a", "calc"): Dist(1e-3, cv=0.2), ("b", "calc"): Dist(1.05e-3, cv=0.2)}
+    fake = FakeExecutor(dists, head_spawns={"calc": 0})
+    row = _row(_compare(tmp_path, fake, _settings(pairing="same-process")), "calc")
+    assert row.pairing == "same-process" and row.verdict == "regressed"  # as asked
+
+
 def test_auto_pairing_keeps_a_side_that_cannot_calibrate_failed(tmp_path: Path) -> None:
     dists = {(r, "calc"): Dist(1e-3) for r in ("a", "b")}
     fake = FakeExecutor(dists, fail={("a", "calc"): "ImportError: no module named calc"})

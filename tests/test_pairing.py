@@ -179,6 +179,38 @@ def test_auto_measures_apart_what_a_duo_worker_refuses(repo: GitRepo, tmp_path: 
     assert "imports no code from the ref" in log  # the refused duo worker's reason, kept
 
 
+HELPER = """\
+import subprocess
+import sys
+
+# Head starts a helper process at import (as a resource tracker would); it ends when
+# its stdin closes, i.e. with the worker process that imported this module.
+_helper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                           stdin=subprocess.PIPE)
+"""
+
+
+def test_auto_measures_apart_a_head_that_starts_a_process(git_repo: GitRepo) -> None:
+    """Base's calibration saw no other process, so the duo worker ran, saw head's
+    helper, and the regime was measured in separate processes (base never shares it)."""
+    git_repo.write("pyproject.toml", PYPROJECT)
+    git_repo.write("bench/regimes.py", REGIMES)
+    git_repo.write("duo/__init__.py", CODE.format(n=3000))
+    git_repo.commit("plain")
+    git_repo.write("duo/__init__.py", HELPER + CODE.format(n=3000))
+    git_repo.commit("helper")
+    out = run_cli(
+        "compare", "HEAD~1", "HEAD", *SETTINGS[2:], "--format", "json", cwd=git_repo.path
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)["regimes"]
+    assert row["pairing"] == "process" and row["verdict"] != "failed", row
+    assert not set(row["base_order"]) & set(row["head_order"])
+    logs = [p.read_text() for p in (git_repo.path / ".perfctl" / "logs").glob("*/work.log")]
+    said = "another process ran beside the timed calls (base alone saw none): measured in"
+    assert any(said in t for t in logs), logs
+
+
 def test_installed_projects_are_refused_with_a_hint(tmp_path: Path, git_repo: GitRepo) -> None:
     git_repo.write("pyproject.toml", PYPROJECT.replace("install = false\n", ""))
     git_repo.write("bench/regimes.py", REGIMES)

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from perfctl.errors import UsageError
-from perfctl.measure import interleave, runner
+from perfctl.measure import interleave, runner, spawns
 from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.executor import PYPERF, DuoSpec, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
@@ -157,9 +157,10 @@ def measure_auto(
         return apart()
     data = measure_duo(
         workers, info, sched, cal.loops, logs["base"], tmp, clear_for("same-process"),
-        progress, executor, hold, deadline=deadline,
+        progress, executor, hold, deadline=deadline, watch=True,
     )  # fmt: skip
-    if not data["base"].processes and executor.now() < deadline:
+    spawned = data["base"].reason.startswith(spawns.SPAWNED)  # head started processes
+    if (spawned or not data["base"].processes) and executor.now() < deadline:
         # The regime ran in a worker of its own (calibration), so a first duo process
         # that failed could not share one (it imports no code of the ref, a C extension
         # refused a second copy): measure it apart. The duo's error stays in the log.
@@ -183,10 +184,12 @@ def measure_duo(
     hold: Callable[[float], float] | None = None,
     *,
     deadline: float | None = None,
+    watch: bool = False,
 ) -> dict[str, SideData]:
     """Rounds of duo processes until the paired answer is clear (or the budget ends);
     ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`.
-    ``deadline`` ends the regime (default: its timeout from now)."""
+    ``deadline`` ends the regime (default: its timeout from now); ``watch``: a duo
+    process that sees another process fails with ``spawns.SPAWNED``."""
     data = {s: SideData(loops=loops, pairing="same-process") for s in SIDES}
     clock = executor.now
     if deadline is None:
@@ -197,7 +200,7 @@ def measure_duo(
         if hold is not None:
             soft_end += hold(deadline - clock())
         started = clock()
-        spec = DuoSpec(loops=loops, values=values, n=i, tmp=tmp, clock=sched.clock)
+        spec = DuoSpec(loops=loops, values=values, n=i, tmp=tmp, clock=sched.clock, watch=watch)
         got = executor.run_duo(workers, info, spec, log=log, timeout=max(deadline - started, 1.0))
         if isinstance(got, str):
             for s in SIDES:

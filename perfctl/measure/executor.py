@@ -60,6 +60,7 @@ class DuoSpec:
     n: int
     tmp: Path  # where the spec and output JSON go
     clock: str  # "wall" or "cpu"
+    watch: bool = False  # stop at another process (spawns.SPAWNED): --pairing auto
 
 
 class Executor(Protocol):
@@ -197,6 +198,7 @@ class PyperfExecutor:
             log=log,
             timeout=timeout,
             clock=spec.clock,
+            watch=spec.watch,
         )
 
 

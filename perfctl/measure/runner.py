@@ -353,10 +353,13 @@ def run_duo(
     log: Path,
     timeout: float,
     clock: str = "wall",
+    watch: bool = False,
 ) -> dict[str, list[float]] | str:
-    """One duo process: per-op values of each side, or the reason it failed."""
+    """One duo process: per-op values of each side, or the reason it failed (``watch``:
+    it fails with ``spawns.SPAWNED`` when another process ran, see measure/spawns.py)."""
     spec_path, out = tmp / f"duo-{n}.spec.json", tmp / f"duo-{n}.json"
-    spec_path.write_text(json.dumps(_duo_spec(workers, info, loops, values, n, clock)))
+    spec = {**_duo_spec(workers, info, loops, values, n, clock), "watch": watch}
+    spec_path.write_text(json.dumps(spec))
     base = workers["base"]
     cmd = [str(base.python), str(DUO), str(spec_path), str(out)]
     rc = spawn(cmd, cwd=base.cwd, env=worker_env(base), log=log, timeout=timeout)

@@ -6,7 +6,9 @@ includes what a ref changes in the process's environment (a helper process it st
 so a real change can cancel too: on the demo project pairing read a 22-43% speed-up of
 such regimes as none (benchmarks/README.md, "real changes under each pairing"). The
 calibration worker watches its timed calls with :class:`Watch`; ``--pairing auto``
-keeps a regime that started processes in separate worker processes.
+keeps a regime that started processes in separate worker processes. Calibration runs
+one side (base), so under ``auto`` the duo worker watches too: a head that starts
+processes where base did not ends the duo (:data:`SPAWNED`) and is measured apart.
 
 Import-light: it runs inside every calibration worker.
 """
@@ -65,20 +67,30 @@ def _reaped_faults() -> int:
     return usage.ru_minflt + usage.ru_majflt
 
 
+# How a duo worker's error starts when a watched side ran other processes: under
+# ``--pairing auto`` the regime is then measured in separate processes.
+SPAWNED = "Spawned"
+
+
 class Watch:
-    """Wraps a pyperf time function; after each call, notes whether processes ran."""
+    """Notes whether processes ran since it was made (checked between timed calls)."""
 
     def __init__(self) -> None:
         self.faults = _reaped_faults()
         self.started = False
 
+    def check(self) -> bool:
+        """Whether a child is alive now, or one ran and was reaped, since the start."""
+        if not self.started:
+            self.started = live_children() > 0 or _reaped_faults() > self.faults
+        return self.started
+
     def wrap(self, time_func: Callable[[int], float]) -> Callable[[int], float]:
-        """``time_func``, checked after each call (outside its own timing)."""
+        """A pyperf time function, checked after each call (outside its own timing)."""
 
         def watched(loops: int) -> float:
             seconds = time_func(loops)
-            if not self.started:
-                self.started = live_children() > 0 or _reaped_faults() > self.faults
+            self.check()
             return seconds
 
         return watched

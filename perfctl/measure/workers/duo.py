@@ -32,6 +32,7 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from perfctl.measure import spawns  # noqa: E402
 from perfctl.measure.procs import die_with_parent  # noqa: E402
 
 SIDES = ("base", "head")
@@ -104,14 +105,23 @@ def _value(side: Side, loops: int, base_path: list[str], clock: str) -> float:
         side.leave()
 
 
+class Spawned(Exception):
+    """A watched side's timed calls ran other processes (``--pairing auto``)."""
+
+
 def _measure(sides: dict[str, Side], spec: dict[str, Any], base_path: list[str]) -> dict[str, Any]:
     loops, ops = spec["loops"], spec["ops"]
     out: dict[str, Any] = {s: [] for s in SIDES}
     flip = spec.get("first", "base") != "base"
+    # Auto's calibration watched base only: a head that starts processes where base
+    # did not would share them with base here, so the duo stops at the first sign.
+    watch = spawns.Watch() if spec.get("watch") else None
     for i in range(spec["warmups"] + spec["values"]):
         order = SIDES if (i % 2 == 0) != flip else SIDES[::-1]
         for s in order:
             seconds = _value(sides[s], loops, base_path, spec.get("clock", "wall"))
+            if watch is not None and watch.check():
+                raise Spawned("another process ran beside the timed calls (base alone saw none)")
             if i >= spec["warmups"]:
                 out[s].append(seconds / (loops * ops))
     return out
@@ -131,6 +141,9 @@ def main() -> None:
             _set_up(sides[s], spec, base_path)
         result: dict[str, Any] = _measure(sides, spec, base_path)
         result["modules"] = {s: sorted(sides[s].modules) for s in SIDES}
+    except Spawned as exc:
+        print(f"perfctl: {exc}: measured in separate processes instead", file=sys.stderr)
+        result = {"error": f"{spawns.SPAWNED}: {exc}"}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         traceback.print_exc()
         result = {"error": f"{type(exc).__name__}: {exc}"}
