@@ -1,0 +1,132 @@
+"""Can a clock remove the two-process regime's noise between processes?
+
+The noisy-machine benchmark's ``pipe`` regime (a line to a child process and back)
+misses its A/A target under load in separate processes, and same-process pairing
+is not sound for it (a ref's process-wide changes cancel; see the README's "real
+changes under each pairing"). The issue's other lever is to time only what the
+regime did: subtract the time it sat waiting for a CPU. For a request/response pair
+the parent and the child take turns, so the waits of both add to the wall time:
+this script measures, per worker process,
+
+* ``wall``: ``perf_counter`` per round trip (what perfctl times);
+* ``wall - waits``: wall minus the run-queue delay of the parent *and* the child
+  (``/proc/<pid>/task/*/schedstat``, field 2), i.e. the busy clock of both;
+* ``cpu``: the on-CPU time of both (schedstat field 1);
+
+and reports the spread (CV) of the process means on each. A clock removes the noise
+only if its CV is much lower than wall's. Each condition runs unpinned and with
+parent and child pinned together to one CPU (alternating CPUs across processes), with
+nothing else started (``quiet``) or one CPU-bound competitor (``hog``).
+
+Usage:
+    python benchmarks/pipe_clocks.py --processes 16 --trips 4000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ECHO = (
+    "import sys\nfor line in iter(sys.stdin.buffer.readline, b''):\n"
+    "    sys.stdout.buffer.write(line)\n    sys.stdout.buffer.flush()\n"
+)
+CLOCKS = ("wall", "wall - waits", "cpu")
+
+
+def _sched(pid: int) -> tuple[int, int]:
+    """Nanoseconds on a CPU and waiting for one, summed over the process's threads."""
+    run = wait = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as fh:
+            on, waited, _ = fh.read().split()
+        run, wait = run + int(on), wait + int(waited)
+    return run, wait
+
+
+def worker(trips: int, cpu: int | None) -> None:
+    """One process: a child echoing lines; per clock, seconds per round trip (JSON)."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})  # the child inherits it: both on one CPU
+    cmd = [sys.executable, "-c", ECHO]
+    child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdin is not None and child.stdout is not None
+
+    def trip() -> None:
+        child.stdin.write(b"ping\n")  # type: ignore[union-attr]
+        child.stdin.flush()  # type: ignore[union-attr]
+        child.stdout.readline()  # type: ignore[union-attr]
+
+    for _ in range(200):  # warm-up
+        trip()
+    values = []
+    for _ in range(3):
+        (p0, pw0), (c0, cw0) = _sched(os.getpid()), _sched(child.pid)
+        t0 = time.perf_counter()
+        for _ in range(trips):
+            trip()
+        wall = time.perf_counter() - t0
+        (p1, pw1), (c1, cw1) = _sched(os.getpid()), _sched(child.pid)
+        waits = (pw1 - pw0 + cw1 - cw0) / 1e9
+        on_cpu = (p1 - p0 + c1 - c0) / 1e9
+        values.append([wall / trips, (wall - waits) / trips, on_cpu / trips])
+    child.kill()
+    child.wait()
+    print(json.dumps(values))
+
+
+def cell(processes: int, trips: int, pinned: bool) -> dict[str, list[float]]:
+    """Per clock, the process means (µs per round trip) of ``processes`` workers."""
+    cpus = sorted(os.sched_getaffinity(0))
+    means: dict[str, list[float]] = {c: [] for c in CLOCKS}
+    for i in range(processes):
+        cmd = [sys.executable, __file__, "--worker", str(trips)]
+        if pinned:
+            cmd += ["--cpu", str(cpus[i % len(cpus)])]
+        values = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        for k, clock in enumerate(CLOCKS):
+            means[clock].append(statistics.mean(v[k] for v in values) * 1e6)
+    return means
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", type=int, default=16)
+    ap.add_argument("--trips", type=int, default=4000, help="round trips per value")
+    ap.add_argument("--conditions", default="quiet,hog")
+    ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker is not None:
+        worker(args.worker, args.cpu)
+        return
+    print("| condition | placement | clock | mean µs/trip | CV of process means | range |")
+    print("|---|---|---|---:|---:|---|")
+    for condition in args.conditions.split(","):
+        hog = None
+        if condition == "hog":
+            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            load = os.getloadavg()[0]
+            for pinned in (False, True):
+                means = cell(args.processes, args.trips, pinned)
+                where = "parent+child on one CPU" if pinned else "unpinned"
+                for clock, xs in means.items():
+                    cv = statistics.stdev(xs) / statistics.mean(xs) * 100
+                    print(
+                        f"| {condition} (load {load:.1f}) | {where} | {clock} | "
+                        f"{statistics.mean(xs):.1f} | {cv:.1f}% | {min(xs):.1f}–{max(xs):.1f} |"
+                    )
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+
+
+if __name__ == "__main__":
+    main()
