@@ -4,17 +4,22 @@ The noisy-machine benchmark's ``pipe`` regime (a line to a child process and bac
 misses its A/A target under load in separate processes, and same-process pairing
 is not sound for it (a ref's process-wide changes cancel; see the README's "real
 changes under each pairing"). The issue's other lever is to time only what the
-regime did: subtract the time it sat waiting for a CPU. For a request/response pair
-the parent and the child take turns, so the waits of both add to the wall time:
-this script measures, per worker process,
+regime did: subtract the time it sat waiting for a CPU. This script measures, per
+worker process,
 
 * ``wall``: ``perf_counter`` per round trip (what perfctl times);
 * ``wall - waits``: wall minus the run-queue delay of the parent *and* the child
-  (``/proc/<pid>/task/*/schedstat``, field 2), i.e. the busy clock of both;
+  (``/proc/<pid>/task/*/schedstat``, field 2);
 * ``cpu``: the on-CPU time of both (schedstat field 1);
 
-and reports the spread (CV) of the process means on each. A clock removes the noise
-only if its CV is much lower than wall's. Each condition runs unpinned and with
+and reports the spread (CV) of the process means on each. Neither sum is a clock
+perfctl could offer: the two processes do not strictly take turns (a woken child
+waits in the run queue while its parent still runs, and both may run at once on two
+CPUs), so the waits overlap work and the CPU times overlap each other; the first
+undercounts (it can go negative when both share one CPU), the second can exceed wall.
+They are upper bounds on what any such clock could remove: if even on-CPU time
+spreads like wall time between processes, the spread is slower *execution* in some
+processes, which no accounting of waiting removes. Each condition runs unpinned and with
 parent and child pinned together to one CPU (alternating CPUs across processes), with
 nothing else started (``quiet``) or one CPU-bound competitor (``hog``).
 
@@ -105,6 +110,8 @@ def main() -> None:
     if args.worker is not None:
         worker(args.worker, args.cpu)
         return
+    if args.processes < 2:
+        ap.error("--processes must be at least 2 (a spread needs two process means)")
     print("| condition | placement | clock | mean µs/trip | CV of process means | range |")
     print("|---|---|---|---:|---:|---|")
     for condition in args.conditions.split(","):
@@ -112,9 +119,9 @@ def main() -> None:
         if condition == "hog":
             hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
-            load = os.getloadavg()[0]
             for pinned in (False, True):
                 means = cell(args.processes, args.trips, pinned)
+                load = os.getloadavg()[0]  # after measuring: the 1-minute average lags
                 where = "parent+child on one CPU" if pinned else "unpinned"
                 for clock, xs in means.items():
                     cv = statistics.stdev(xs) / statistics.mean(xs) * 100

@@ -22,7 +22,6 @@ from perfctl.envs import Target
 from perfctl.errors import RegimeLoadError
 from perfctl.measure import runner
 from perfctl.measure.executor import DuoSpec, Job, ProcessSpec
-from perfctl.measure.spawns import SPAWNED
 from perfctl.model import RefInfo, RegimeInfo
 
 REF_VAR = "PERFCTL_FAKE_REF"  # which ref a worker belongs to (Job carries only the side)
@@ -167,7 +166,9 @@ class FakeExecutor:
         if info.name in self.unshared:
             return self.unshared[info.name]
         if spec.watch and spec.n >= self.head_spawns.get(info.name, spec.n + 1):
-            return f"{SPAWNED}: another process ran beside the timed calls (base alone saw none)"
+            return runner.Spawned(
+                "another process ran beside the timed calls (calibration saw none)"
+            )
         factor = self._factor(refs["base"], info.name)
         return {
             s: list(self._draw(self.dists[refs[s], info.name], factor, spec.values)) for s in refs

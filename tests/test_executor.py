@@ -91,6 +91,15 @@ def test_each_regime_records_the_time_it_took_to_measure(tmp_path: Path) -> None
     assert time_line(replace(c, recomputed_from=c.id)) is None  # not measured by this one
 
 
+@pytest.mark.parametrize(
+    ("seconds", "said"), [(0.4, "0 s"), (59.4, "59 s"), (59.6, "1 min 00 s"), (3725, "62 min 05 s")]
+)
+def test_measuring_time_reads_in_seconds_then_minutes(seconds: float, said: str) -> None:
+    from perfctl.render.notes import duration
+
+    assert duration(seconds) == said
+
+
 def test_a_smaller_alpha_needs_more_rounds(tmp_path: Path) -> None:
     # Stopping on a change needs p < alpha / 50: the rank test reaches 0.001 with
     # 7 processes a side, 2e-5 (alpha 0.001) only with 10.
@@ -205,6 +214,17 @@ def test_auto_measures_apart_a_regime_whose_head_starts_processes(
     assert not set(row.base_order) & set(row.head_order)
 
 
+def test_a_duo_that_saw_a_process_with_no_time_left_fails_saying_so(tmp_path: Path) -> None:
+    # Each duo process takes 10 s on the fake clock, the regime's timeout is 25 s: the
+    # third round sees the process after the timeout, so there is no time to go apart.
+    dists = {(r, "calc"): Dist(1e-3) for r in ("a", "b")}
+    fake = FakeExecutor(dists, head_spawns={"calc": 2}, seconds=10.0, timeout=25.0)
+    row = _row(_compare(tmp_path, fake, _settings(pairing="auto", max_rounds=12)), "calc")
+    assert row.verdict == "failed" and fake.rounds("process") == 0
+    assert "another process ran beside the timed calls" in row.reason
+    assert "no time was left to measure it apart" in row.reason
+
+
 def test_an_explicit_same_process_pairing_is_not_watched(tmp_path: Path) -> None:
     dists = {("a", "calc"): Dist(1e-3, cv=0.2), ("b", "calc"): Dist(1.05e-3, cv=0.2)}
     fake = FakeExecutor(dists, head_spawns={"calc": 0})
@@ -242,6 +262,8 @@ def test_confirm_remeasures_a_regression(tmp_path: Path) -> None:
     assert _row(c, "work").verdict == "regressed"
     assert any("re-measured 1 flagged" in w for w in c.warnings)
     assert fake.rounds("calibrate") == 2  # the measurement and its re-measure
+    # Its row took both measurements' time: every timed process of the regime.
+    assert _row(c, "work").seconds == pytest.approx(fake.seconds * fake.rounds(), abs=0.02)
 
 
 def _two_commits(repo: GitRepo) -> None:

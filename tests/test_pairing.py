@@ -207,7 +207,7 @@ def test_auto_measures_apart_a_head_that_starts_a_process(git_repo: GitRepo) -> 
     assert row["pairing"] == "process" and row["verdict"] != "failed", row
     assert not set(row["base_order"]) & set(row["head_order"])
     logs = [p.read_text() for p in (git_repo.path / ".perfctl" / "logs").glob("*/work.log")]
-    said = "another process ran beside the timed calls (base alone saw none): measured in"
+    said = "perfctl: another process ran beside the timed calls (calibration saw none)"
     assert any(said in t for t in logs), logs
 
 

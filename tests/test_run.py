@@ -129,6 +129,7 @@ def test_run_measures_stores_and_pyperf_reads_it(project: Path) -> None:
     assert run["ref"]["ref"] in ("WORKTREE", "")
     for key in ("python_version", "perfctl_version", "pyperf_version", "started", "finished"):
         assert run[key]
+    assert all(r["seconds"] > 0 for r in run["results"])  # each regime's measuring time
     state = project / ".perfctl"
     files = sorted((state / "runs" / run["id"] / "pyperf").glob("*.json"))
     assert len(files) == 4

@@ -235,9 +235,10 @@ def _mix_runs(
     """Pair the newest run of each commit (asked for with --mix-runs), with warnings."""
     runs = {s: _latest_run(store, refs[s]) for s in SIDES}
     origins = {s: _origin(store, runs[s]) for s in SIDES}
-    # Measured apart: never paired process by process, however each run was measured.
+    # Measured apart: never paired process by process, however each run was measured;
+    # and no one measuring time of both (each run's is its own comparison's).
     pairs = {
-        name: {s: replace(r, pairing="process") for s, r in sides.items()}
+        name: {s: replace(r, pairing="process", seconds=0.0) for s, r in sides.items()}
         for name, sides in _pairs(runs["base"], runs["head"], None, settings).items()
     }
     b_run, h_run = runs["base"], runs["head"]

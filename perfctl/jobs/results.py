@@ -74,6 +74,8 @@ def with_confirmed(c: Comparison, rows: Mapping[str, RegimeComparison]) -> Compa
     out = []
     for r in c.regimes:
         new = rows.get(r.name)
+        if new is not None:  # it took both measurements' time
+            new = replace(new, seconds=round(new.seconds + r.seconds, 2))
         if new is not None and new.verdict != REGRESSED:
             new = replace(new, reason=f"regression not confirmed on re-measure ({new.verdict})")
         out.append(new or r)

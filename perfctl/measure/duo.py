@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from perfctl.errors import UsageError
-from perfctl.measure import interleave, runner, spawns
+from perfctl.measure import interleave, runner
 from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.executor import PYPERF, DuoSpec, Executor
 from perfctl.measure.interleave import SIDES, Schedule, SideData
@@ -71,6 +71,13 @@ def write_pyperf(data: SideData, info: RegimeInfo, dest: Path) -> list[Path]:
     return [dest]
 
 
+def _with_files(data: dict[str, SideData], info: RegimeInfo, tmp: Path) -> dict[str, SideData]:
+    """``data`` with each side's values also written as a pyperf file (kept in the store)."""
+    for s in SIDES:
+        data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
+    return data
+
+
 def measure_same_process(
     workers: dict[str, runner.Worker],
     info: RegimeInfo,
@@ -96,9 +103,7 @@ def measure_same_process(
     data = measure_duo(
         workers, info, sched, loops, logs["base"], tmp, is_clear, progress, executor, hold
     )
-    for s in SIDES:
-        data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
-    return data
+    return _with_files(data, info, tmp)
 
 
 def too_few_rounds(sched: Schedule) -> str:
@@ -134,9 +139,11 @@ def measure_auto(
     whose timed calls ran no other process, separate processes otherwise.
 
     The calibration that finds the loop count also watches for processes
-    (:mod:`perfctl.measure.spawns`), so choosing costs no extra process; a regime whose
-    first duo process fails is measured apart too. The choice is in each side's
-    ``SideData.pairing``; ``clear_for(pairing)`` is its stopping rule.
+    (:mod:`perfctl.measure.spawns`), so choosing costs no extra process; the duo
+    workers watch too. A regime whose first duo process fails, or whose duo process saw
+    another process (in any round), is measured apart, in what is left of the time
+    budget. The choice is in each side's ``SideData.pairing``; ``clear_for(pairing)``
+    is its stopping rule.
     """
     args = (workers, info, sched, logs, tmp)
     if process_reason(workers, info, sched):
@@ -155,20 +162,31 @@ def measure_auto(
     )  # fmt: skip
     if cal.spawned:
         return apart()
+    begun = executor.now()
     data = measure_duo(
         workers, info, sched, cal.loops, logs["base"], tmp, clear_for("same-process"),
         progress, executor, hold, deadline=deadline, watch=True,
     )  # fmt: skip
-    spawned = data["base"].reason.startswith(spawns.SPAWNED)  # head started processes
-    if (spawned or not data["base"].processes) and executor.now() < deadline:
+    spawned = data["base"].spawned
+    if spawned or not data["base"].processes:
         # The regime ran in a worker of its own (calibration), so a first duo process
         # that failed could not share one (it imports no code of the ref, a C extension
-        # refused a second copy): measure it apart. The duo's error stays in the log.
-        # One that used the regime's whole timeout fails with that reason instead.
-        return apart()
-    for s in SIDES:
-        data[s].files = write_pyperf(data[s], info, tmp / f"{s}-duo.json")
-    return data
+        # refused a second copy): measure it apart, as one that ran another process
+        # (its duo values are dropped: base shared that process). The duo's error
+        # stays in the log. One that used the regime's whole timeout fails instead.
+        if executor.now() < deadline:
+            _log(logs["base"], "perfctl: measuring it in separate worker processes instead")
+            return apart(budget=max(sched.time_budget - (executor.now() - begun), 0.0))
+        if spawned:
+            for s in SIDES:
+                data[s].reason = f"{data[s].reason}; no time was left to measure it apart"
+    return _with_files(data, info, tmp)
+
+
+def _log(log: Path, line: str) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def measure_duo(
@@ -189,7 +207,7 @@ def measure_duo(
     """Rounds of duo processes until the paired answer is clear (or the budget ends);
     ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`.
     ``deadline`` ends the regime (default: its timeout from now); ``watch``: a duo
-    process that sees another process fails with ``spawns.SPAWNED``."""
+    process that sees another process ends the rounds, ``SideData.spawned`` set."""
     data = {s: SideData(loops=loops, pairing="same-process") for s in SIDES}
     clock = executor.now
     if deadline is None:
@@ -204,7 +222,8 @@ def measure_duo(
         got = executor.run_duo(workers, info, spec, log=log, timeout=max(deadline - started, 1.0))
         if isinstance(got, str):
             for s in SIDES:
-                data[s].ok, data[s].reason = False, got
+                data[s].ok, data[s].reason = False, str(got)
+                data[s].spawned = isinstance(got, runner.Spawned)
             break
         for s in SIDES:
             data[s].processes.append(tuple(got[s]))

@@ -60,7 +60,7 @@ class DuoSpec:
     n: int
     tmp: Path  # where the spec and output JSON go
     clock: str  # "wall" or "cpu"
-    watch: bool = False  # stop at another process (spawns.SPAWNED): --pairing auto
+    watch: bool = False  # stop at another process (runner.Spawned): --pairing auto
 
 
 class Executor(Protocol):

@@ -66,6 +66,7 @@ class SideData:
     unit: str = "s"  # what the values count: seconds/op, instructions/op, blocks/op
     skipped: bool = False  # it cannot be measured this way (not a failure of the regime)
     pairing: str = "process"  # how the values were measured (RegimeResult.pairing)
+    spawned: bool = False  # a watched duo worker saw another process (runner.Spawned)
 
 
 def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:
@@ -146,16 +147,18 @@ def measure_pair(
     hold: Callable[[float], float] | None = None,
     *,
     calibrated: tuple[int, float] | None = None,
+    budget: float | None = None,
 ) -> dict[str, SideData]:
     """Measure one regime on both sides, interleaved; stops early once clear.
 
     ``hold`` is asked before each round to wait out a burst of other work; the time
     it held is added to the time budget, which is for measuring. ``calibrated`` is
-    the loop count and the regime's deadline when a caller calibrated already.
+    the loop count and the regime's deadline when a caller calibrated already;
+    ``budget`` what is left of the time budget (default: all of it).
     """
     data = {s: SideData() for s in SIDES}
     clock = executor.now
-    soft_end = clock() + sched.time_budget
+    soft_end = clock() + (sched.time_budget if budget is None else budget)
     if calibrated is None:
         deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)
         cal = calibrate_pair(workers, info, logs, data, deadline, executor, min_time=sched.min_time)

@@ -317,6 +317,13 @@ DUO = WORKERS / "duo.py"
 DUO_SIDES = ("base", "head")
 
 
+class Spawned(str):
+    """Why a watched duo worker stopped: another process ran beside its timed calls
+    (a type, not a prefix, so no error text of the regime can pass for it)."""
+
+    __slots__ = ()
+
+
 def roots(worker: Worker) -> list[str]:
     """The importable paths that hold this ref's own code (its PYTHONPATH entries)."""
     path = worker.env.get("PYTHONPATH", "")
@@ -356,7 +363,7 @@ def run_duo(
     watch: bool = False,
 ) -> dict[str, list[float]] | str:
     """One duo process: per-op values of each side, or the reason it failed (``watch``:
-    it fails with ``spawns.SPAWNED`` when another process ran, see measure/spawns.py)."""
+    a :class:`Spawned` reason when another process ran, see measure/spawns.py)."""
     spec_path, out = tmp / f"duo-{n}.spec.json", tmp / f"duo-{n}.json"
     spec = {**_duo_spec(workers, info, loops, values, n, clock), "watch": watch}
     spec_path.write_text(json.dumps(spec))
@@ -367,5 +374,6 @@ def run_duo(
         return failure_reason(log, rc, timeout)
     data = json.loads(out.read_text())
     if "error" in data:
-        return f"{data['error']} (log: {log})"
+        reason = f"{data['error']} (log: {log})"
+        return Spawned(reason) if data.get("spawned") is True else reason
     return {s: [float(v) for v in data[s]] for s in DUO_SIDES}

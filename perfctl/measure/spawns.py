@@ -7,10 +7,11 @@ so a real change can cancel too: on the demo project pairing read a 22-43% speed
 such regimes as none (benchmarks/README.md, "real changes under each pairing"). The
 calibration worker watches its timed calls with :class:`Watch`; ``--pairing auto``
 keeps a regime that started processes in separate worker processes. Calibration runs
-one side (base), so under ``auto`` the duo worker watches too: a head that starts
-processes where base did not ends the duo (:data:`SPAWNED`) and is measured apart.
+base alone, and only a few calls, so under ``auto`` the duo worker watches too: a
+process seen beside its timed calls (head starts one where base did not, or base starts
+one later on) ends the duo, and the regime is measured apart.
 
-Import-light: it runs inside every calibration worker.
+Import-light: it runs inside every calibration and duo worker.
 """
 
 from __future__ import annotations
@@ -65,11 +66,6 @@ def _reaped_faults() -> int:
     # even one too short to show any CPU time.
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_minflt + usage.ru_majflt
-
-
-# How a duo worker's error starts when a watched side ran other processes: under
-# ``--pairing auto`` the regime is then measured in separate processes.
-SPAWNED = "Spawned"
 
 
 class Watch:

@@ -81,11 +81,15 @@ def pairing_note(rows: Iterable[tuple[str, str]]) -> str | None:
 def time_line(c: Comparison) -> str | None:
     """How long measuring took, in all and per regime (longest first), for a measured
     comparison whose rows say (``RegimeComparison.seconds``); None otherwise."""
-    timed = sorted(((r.seconds, r.name) for r in c.regimes if r.seconds > 0), reverse=True)
+    timed = sorted(((r.seconds, r.name) for r in c.regimes if r.seconds > 0), key=_longest)
     if not c.measured or not timed:
         return None
     each = _few([f"{name} {duration(s)}" for s, name in timed])
     return f"Measuring took {duration(sum(s for s, _ in timed))}: {each}."
+
+
+def _longest(row: tuple[float, str]) -> tuple[float, str]:
+    return -row[0], row[1]
 
 
 def duration(seconds: float) -> str:

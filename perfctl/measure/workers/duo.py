@@ -121,7 +121,7 @@ def _measure(sides: dict[str, Side], spec: dict[str, Any], base_path: list[str])
         for s in order:
             seconds = _value(sides[s], loops, base_path, spec.get("clock", "wall"))
             if watch is not None and watch.check():
-                raise Spawned("another process ran beside the timed calls (base alone saw none)")
+                raise Spawned("another process ran beside the timed calls (calibration saw none)")
             if i >= spec["warmups"]:
                 out[s].append(seconds / (loops * ops))
     return out
@@ -142,8 +142,8 @@ def main() -> None:
         result: dict[str, Any] = _measure(sides, spec, base_path)
         result["modules"] = {s: sorted(sides[s].modules) for s in SIDES}
     except Spawned as exc:
-        print(f"perfctl: {exc}: measured in separate processes instead", file=sys.stderr)
-        result = {"error": f"{spawns.SPAWNED}: {exc}"}
+        print(f"perfctl: {exc}", file=sys.stderr)  # the parent logs what it decided
+        result = {"error": str(exc), "spawned": True}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         traceback.print_exc()
         result = {"error": f"{type(exc).__name__}: {exc}"}
