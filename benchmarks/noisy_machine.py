@@ -37,6 +37,9 @@ that excludes +2% (an honesty miss), the ``pipe`` regime's own A/A figures, and 
 median wall time per regime for the clear change and for unchanged ones, each
 rate with its Wilson 95% interval.
 
+``--heads A2,P5`` runs only those comparisons and ``--regime work`` only that regime
+(a quicker look at one design question; its table covers what ran).
+
 Usage:
     python benchmarks/noisy_machine.py --n 20
     python benchmarks/noisy_machine.py --n 5 --conditions bursty --designs today,burst-wait
@@ -242,13 +245,16 @@ def run(args: argparse.Namespace) -> Path:
                 names = names[i % len(names) :] + names[: i % len(names)]
                 for design in names:
                     for head, injected in PAIRS.items():
+                        if head not in args.heads.split(","):
+                            continue
                         before = load()
-                        got = compare(root, head, designs[design])
+                        only = [a for g in args.regime for a in ("--regime", g)]
+                        got = compare(root, head, [*designs[design], *only])
                         rec = {
                             "perfctl": perfctl_rev,
                             "condition": condition,
                             "design": design,
-                            "args": designs[design],
+                            "args": [*designs[design], *only],
                             "trial": i,
                             "head": head,
                             "injected": injected,
@@ -300,9 +306,9 @@ def summarize(recs: list[dict[str, Any]]) -> str:
     lines = [
         "| condition | design | A/A false verdicts | unchanged: no change | unchanged: "
         "inconclusive | +5% detected | +2% detected | +2% called no change, CI excluding it "
-        "| pipe A/A false | pipe: no change | median s/regime, +5% | median s/regime, "
-        "unchanged | load (1-min) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| work A/A: no change | pipe A/A false | pipe: no change | median s/regime, +5% "
+        "| median s/regime, unchanged (work A/A / pipe) | load (1-min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     # Records of different perfctl revisions are never pooled: each is its own cell.
     cells = list(dict.fromkeys(map(_cell, recs)))
@@ -314,6 +320,7 @@ def summarize(recs: list[dict[str, Any]]) -> str:
         p5 = [r for r in rows if r["injected"] == 0.05]
         p2 = [r for r in rows if r["injected"] == 0.02]
         pipe = [r for r in same if r["regime"] == "pipe"]
+        work = [r for r in same if r["regime"] == "work"]  # the in-process A/A
         dishonest = [r for r in p2 if r["verdict"] == "no change" and (r["ci"][1] or 0.0) < 0.02]
         loads = [float(r["load_before"].split()[0]) for r in mine]
         lines.append(
@@ -328,10 +335,12 @@ def summarize(recs: list[dict[str, Any]]) -> str:
                     rate(sum(r["verdict"] == "regressed" for r in p5), len(p5)),
                     rate(sum(r["verdict"] == "regressed" for r in p2), len(p2)),
                     f"{len(dishonest)}/{len(p2)}",
+                    rate(sum(r["verdict"] == "no change" for r in work), len(work)),
                     rate(sum(r["verdict"] in ALARMS for r in pipe), len(pipe)),
                     rate(sum(r["verdict"] == "no change" for r in pipe), len(pipe)),
                     _median_s([r["wall"] for r in p5]),
-                    _median_s([r["wall"] for r in same]),
+                    f"{_median_s([r['wall'] for r in work])} / "
+                    f"{_median_s([r['wall'] for r in pipe])}",
                     f"{statistics.median(loads):.1f} ({min(loads):.1f}–{max(loads):.1f})"
                     if loads
                     else "–",
@@ -355,6 +364,10 @@ def main() -> None:
     ap.add_argument("--designs", default="today,burst-wait", help="built-in designs to run")
     ap.add_argument(
         "--design", action="append", default=[], help="NAME='perfctl compare args' (repeatable)"
+    )
+    ap.add_argument("--heads", default="A2,P5,P2", help="which comparisons (A→head) to run")
+    ap.add_argument(
+        "--regime", action="append", default=[], help="measure only these regimes (repeatable)"
     )
     ap.add_argument("--workdir", default=str(RESULTS / "noisy-work"))
     ap.add_argument("--summarize", nargs="+", help="summarize these JSONL files only")
