@@ -78,6 +78,8 @@ DESIGNS = {
     # The timing thread's on-CPU time: blind to waiting for a CPU, and to the pipe
     # regime's child process (its A/A figures say what that costs).
     "cpu-clock": ["--pairing", "same-process", "--clock", "cpu"],
+    # Wall time less the timing thread's run-queue wait: sees waiting, not preemption.
+    "busy-clock": ["--pairing", "same-process", "--clock", "busy"],
 }
 
 PYPROJECT = """[project]

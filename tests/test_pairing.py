@@ -147,10 +147,47 @@ def test_same_process_aa_is_not_a_change_on_the_cpu_clock(repo: GitRepo) -> None
     assert row["verdict"] in ("no change", "within noise", "inconclusive"), row["reason"]
 
 
-def test_cpu_clock_needs_same_process_pairing(repo: GitRepo) -> None:
-    out = run_cli("compare", "c1", "c2", "--clock", "cpu", cwd=repo.path)
+SLEEPY = """\
+import time
+
+from perfctl import regime
+import duo
+
+@regime(family="sleepy", ops=1)
+def nap():
+    \"\"\"duo.work, then a 1 ms sleep: waiting the busy clock counts and the cpu one does not.\"\"\"
+    return lambda: (duo.work(), time.sleep(0.001))
+"""
+
+
+def test_the_busy_clock_counts_waiting_and_the_cpu_clock_does_not(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    sleepy = tmp_path / "sleepy.py"
+    sleepy.write_text(SLEEPY)
+    per_op = {}
+    for clock in ("busy", "cpu"):
+        out = run_cli(
+            "compare", "c1", "c2", "--regimes", str(sleepy), *SETTINGS, "--clock", clock,
+            cwd=repo.path,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        said = " ".join(out.stdout.split())  # the note under the table says what was timed
+        assert f"(--clock {clock})" in said
+        from perfctl.store.local import open_store
+
+        c = open_store(repo.path / ".perfctl").last_comparison()
+        assert c is not None and c.regimes[0].base is not None
+        per_op[clock] = c.regimes[0].base.median_s
+    assert per_op["busy"] >= 1e-3  # the sleep is in it
+    assert per_op["cpu"] < 0.8e-3  # only the work is
+
+
+@pytest.mark.parametrize("clock", ["cpu", "busy"])
+def test_cpu_and_busy_clocks_need_same_process_pairing(repo: GitRepo, clock: str) -> None:
+    out = run_cli("compare", "c1", "c2", "--clock", clock, cwd=repo.path)
     assert out.returncode == 2
-    assert "Error: --clock cpu needs --pairing same-process" in out.stderr
+    assert f"Error: --clock {clock} needs --pairing same-process" in out.stderr
 
 
 def test_regimes_without_project_code_fail_with_the_reason(repo: GitRepo, tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ class Clock(StrEnum):
 
     wall = "wall"
     cpu = "cpu"
+    busy = "busy"
 
 
 class ProfileWhich(StrEnum):
@@ -132,8 +133,9 @@ def compare_cmd(
         Clock,
         typer.Option(
             "--clock",
-            help="wall, or cpu: the timing thread's CPU time (same-process pairing; "
-            "single-threaded regimes that wait on nothing).",
+            help="wall; cpu: the timing thread's CPU time (single-threaded regimes that "
+            "wait on nothing); busy: wall time less the time that thread waited for a CPU "
+            "(Linux). cpu and busy need --pairing same-process.",
         ),
     ] = Clock.wall,
     measure: MeasuresOpt = "time",

@@ -9,6 +9,7 @@ process × value counts (``measure.runner``).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -141,8 +142,15 @@ def one_preset(fast: bool, rigorous: bool) -> None:
 
 
 def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
-    if clock == "cpu" and pairing != "same-process":
-        raise UsageError("--clock cpu needs --pairing same-process", "add --pairing same-process")
+    if clock != "wall" and pairing != "same-process":
+        raise UsageError(
+            f"--clock {clock} needs --pairing same-process", "add --pairing same-process"
+        )
+    if clock == "busy" and not os.path.exists("/proc/thread-self/schedstat"):
+        raise UsageError(
+            "--clock busy needs Linux's per-thread scheduler statistics (schedstat)",
+            "use --clock wall, or cpu for single-threaded regimes that wait on nothing",
+        )
     if pairing == "same-process" and config is not None and config.install:
         raise UsageError(
             "same-process pairing needs install = false (both refs run from source)",

@@ -59,7 +59,7 @@ class DuoSpec:
     values: int
     n: int
     tmp: Path  # where the spec and output JSON go
-    clock: str  # "wall" or "cpu"
+    clock: str  # "wall", "cpu" or "busy" (Schedule.clock)
     watch: bool = False  # stop at another process (runner.Spawned): --pairing auto
 
 

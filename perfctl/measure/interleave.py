@@ -38,7 +38,8 @@ class Schedule:
     # in every worker process, timed alternately (measure/duo.py); "auto": chosen per
     # regime (duo.measure_auto).
     pairing: str = "auto"
-    # "wall" (perf_counter) or "cpu" (the timing thread's CPU time; same-process only).
+    # "wall" (perf_counter), "cpu" (the timing thread's CPU time) or "busy" (wall less
+    # the time that thread waited for a CPU); the last two same-process only.
     clock: str = "wall"
     seed: int = 0
     threshold: float = 0.02

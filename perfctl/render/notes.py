@@ -78,6 +78,21 @@ def pairing_note(rows: Iterable[tuple[str, str]]) -> str | None:
     )
 
 
+# What a value means under compare's --clock (settings "clock"), when it is not wall time.
+TIMERS = {
+    "cpu": "the timing thread's CPU time (--clock cpu): time it sat preempted is not "
+    "counted, and neither is waiting on a child process, I/O, a lock or the GPU",
+    "busy": "wall time less the time the timing thread waited for a CPU (--clock busy): "
+    "time it sat preempted is not counted; waiting on a child process, I/O or a lock is",
+}
+
+
+def timer_note(settings: dict[str, Any]) -> str | None:
+    """What the values time when ``--clock`` chose something other than wall time."""
+    said = TIMERS.get(str(settings.get("clock", "wall")))
+    return f"Values are {said}." if said else None
+
+
 def time_line(c: Comparison) -> str | None:
     """How long measuring took, in all and per regime (longest first), for a measured
     comparison whose rows say (``RegimeComparison.seconds``); None otherwise."""
@@ -124,12 +139,14 @@ def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = 
     lines = [f"Crossover: {x.sentence()}" for x in comparison_crossovers(c)]
     note = clock_note((r.name, r.clock) for r in c.regimes)
     pairs = pairing_note((r.name, r.pairing) for r in c.regimes)
+    timer = timer_note(c.settings)
     sides = [(f"{r.name} ({side})", m) for r in c.regimes
              for side, m in (("base", r.metrics_base), ("head", r.metrics_head))]  # fmt: skip
     return (
         lines
         + ([note] if note else [])
         + ([pairs] if pairs else [])
+        + ([timer] if timer else [])
         + placement_notes(c)
         + sm_clock_notes(sides)
         + instruction_notes(c, paths=paths, root=root)

@@ -90,12 +90,27 @@ def _set_up(side: Side, spec: dict[str, Any], base_path: list[str]) -> None:
         )
 
 
+def _waited() -> float:
+    """Seconds this thread has sat runnable, waiting for a CPU (Linux schedstat)."""
+    with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) / 1e9
+
+
+def _busy() -> float:
+    # Wall time less the time this thread waited for a CPU: it leaves out being
+    # preempted behind another job, and keeps waiting on children, I/O or a lock.
+    return time.perf_counter() - _waited()
+
+
+# "cpu": this thread's CPU time, which leaves out the time the thread sat
+# preempted behind another job; blind to waiting on children or I/O.
+TIMERS = {"wall": time.perf_counter, "cpu": time.thread_time, "busy": _busy}
+
+
 def _value(side: Side, loops: int, base_path: list[str], clock: str) -> float:
     side.enter(base_path)
     run = side.run
-    # "cpu": this thread's CPU time, which leaves out the time the thread sat
-    # preempted behind another job; blind to waiting on children or I/O.
-    timer = time.thread_time if clock == "cpu" else time.perf_counter
+    timer = TIMERS[clock]
     try:
         t0 = timer()
         for _ in range(loops):
