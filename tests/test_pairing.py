@@ -183,11 +183,19 @@ def test_the_busy_clock_counts_waiting_and_the_cpu_clock_does_not(
     assert per_op["cpu"] < 0.8e-3  # only the work is
 
 
-@pytest.mark.parametrize("clock", ["cpu", "busy"])
-def test_cpu_and_busy_clocks_need_same_process_pairing(repo: GitRepo, clock: str) -> None:
-    out = run_cli("compare", "c1", "c2", "--clock", clock, cwd=repo.path)
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--clock", "cpu", "--pairing", "process"], "--clock cpu needs same-process pairing"),
+        (["--clock", "busy", "--fast"], "--clock busy needs same-process pairing: 6 rounds"),
+    ],
+)
+def test_cpu_and_busy_clocks_need_same_process_pairing(
+    repo: GitRepo, args: list[str], said: str
+) -> None:
+    out = run_cli("compare", "c1", "c2", *args, cwd=repo.path)
     assert out.returncode == 2
-    assert f"Error: --clock {clock} needs --pairing same-process" in out.stderr
+    assert f"Error: {said}" in out.stderr
 
 
 def test_regimes_without_project_code_fail_with_the_reason(repo: GitRepo, tmp_path: Path) -> None:
@@ -261,14 +269,20 @@ def test_installed_projects_are_refused_with_a_hint(tmp_path: Path, git_repo: Gi
 
 def test_auto_pairing_is_the_default_and_chosen_per_regime(repo: GitRepo, tmp_path: Path) -> None:
     """The in-process regime shares each worker; the one that talks to a child process
-    (its calibration saw the child) runs in worker processes of its own."""
+    (its calibration saw the child) runs in worker processes of its own. ``--clock
+    busy`` times the shared ones only, and each row says which clock timed it."""
     mixed = tmp_path / "mixed.py"
     mixed.write_text(MIXED)
-    out = run_cli("compare", "c1", "c3", "--regimes", str(mixed), *SETTINGS[2:], cwd=repo.path)
+    out = run_cli(
+        "compare", "c1", "c3", "--regimes", str(mixed), *SETTINGS[2:], "--clock", "busy",
+        cwd=repo.path,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     # The table's notes say which regimes shared a worker, and which test decided what.
     text = " ".join(out.stdout.split())  # as wrapped to the terminal's width
     assert "(same-process pairing): work; in separate worker processes" in text
+    assert "Values of work are wall time less the time the timing thread waited" in text
+    assert "the others' are wall time." in text
     said = " ".join(out.stderr.split())  # the "Verdicts:" line
     assert "Mann–Whitney U on per-process means elsewhere" in said
     took = r"(\d+ min )?\d+ s"  # 42 s, 1 min 05 s
@@ -283,6 +297,7 @@ def test_auto_pairing_is_the_default_and_chosen_per_regime(repo: GitRepo, tmp_pa
         "work": "same-process", "pipe": "process"
     }  # fmt: skip
     assert rows["work"]["verdict"] == "regressed", rows["work"]["reason"]
+    assert {n: r["clock"] for n, r in rows.items()} == {"work": "busy", "pipe": "wall"}
     assert all(r["seconds"] > 0 for r in rows.values())  # the real time each one took
     assert rows["work"]["base_order"] == rows["work"]["head_order"]  # one worker each round
     pipe = rows["pipe"]  # unchanged code, measured apart

@@ -135,7 +135,8 @@ def compare_cmd(
             "--clock",
             help="wall; cpu: the timing thread's CPU time (single-threaded regimes that "
             "wait on nothing); busy: wall time less the time that thread waited for a CPU "
-            "(Linux). cpu and busy need --pairing same-process.",
+            "(Linux). cpu and busy time the regimes measured in one process (same-process "
+            "pairing; under auto, the others stay on wall).",
         ),
     ] = Clock.wall,
     measure: MeasuresOpt = "time",

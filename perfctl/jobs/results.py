@@ -138,7 +138,7 @@ def side_result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) 
         params=info.params,
         metrics=runner.read_metrics(tmp / f"{side}-metrics.jsonl"),
         loops=d.loops,
-        clock=info.clock,
+        clock=d.clock or info.clock,
         max_peak=info.max_peak,
         pairing=d.pairing,
     )

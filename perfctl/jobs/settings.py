@@ -142,9 +142,11 @@ def one_preset(fast: bool, rigorous: bool) -> None:
 
 
 def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
-    if clock != "wall" and pairing != "same-process":
+    if clock != "wall" and pairing == "process":
         raise UsageError(
-            f"--clock {clock} needs --pairing same-process", "add --pairing same-process"
+            f"--clock {clock} needs same-process pairing",
+            "use --pairing auto (the default: it applies to the regimes measured in one "
+            "process) or same-process",
         )
     if clock == "busy" and not os.path.exists("/proc/thread-self/schedstat"):
         raise UsageError(
@@ -165,13 +167,22 @@ def _resolved(config: Config | None, pairing: str | None, clock: str, measure: s
     pairing = pairing or (config.pairing if config is not None else None) or "auto"
     _check_modes(config, pairing, clock)
     if pairing == "auto" and (measure != "time" or (config is not None and config.install)):
+        _no_pairs_for(clock, "counters and installed projects run in separate processes")
         return "process"
     return pairing
 
 
+def _no_pairs_for(clock: str, why: str) -> None:
+    """Refuse --clock cpu/busy where ``auto`` pairs nothing: it would time nothing."""
+    if clock != "wall":
+        raise UsageError(f"--clock {clock} needs same-process pairing: {why}", "drop --clock")
+
+
 def _enough_pairs(sched: Schedule) -> Schedule:
     """``process`` for ``auto`` with too few rounds for a paired test (``--fast``)."""
-    if sched.pairing == "auto" and duo.too_few_rounds(sched):
+    few = duo.too_few_rounds(sched) if sched.pairing == "auto" else ""
+    if few:
+        _no_pairs_for(sched.clock, few)
         return replace(sched, pairing="process")
     return sched
 

@@ -68,6 +68,7 @@ class SideData:
     skipped: bool = False  # it cannot be measured this way (not a failure of the regime)
     pairing: str = "process"  # how the values were measured (RegimeResult.pairing)
     spawned: bool = False  # a watched duo worker saw another process (runner.Spawned)
+    clock: str = ""  # what timed the values when not the regime's own clock (--clock)
 
 
 def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:

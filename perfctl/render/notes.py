@@ -87,10 +87,19 @@ TIMERS = {
 }
 
 
-def timer_note(settings: dict[str, Any]) -> str | None:
-    """What the values time when ``--clock`` chose something other than wall time."""
-    said = TIMERS.get(str(settings.get("clock", "wall")))
-    return f"Values are {said}." if said else None
+def timer_notes(c: Comparison) -> list[str]:
+    """What the values of each row time when ``--clock`` chose something other than wall
+    time (under ``--pairing auto``, the regimes measured in one process only)."""
+    out = []
+    for clock, said in TIMERS.items():
+        names = sorted(r.name for r in c.regimes if r.clock == clock)
+        if names and len(names) == len(c.regimes):
+            out.append(f"Values are {said}.")
+        elif names:
+            out.append(f"Values of {_few(names)} are {said}; the others' are wall time.")
+        elif c.settings.get("clock") == clock:  # a record older than the rows' clock
+            out.append(f"Values measured in one process are {said}.")
+    return out
 
 
 def time_line(c: Comparison) -> str | None:
@@ -139,14 +148,13 @@ def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = 
     lines = [f"Crossover: {x.sentence()}" for x in comparison_crossovers(c)]
     note = clock_note((r.name, r.clock) for r in c.regimes)
     pairs = pairing_note((r.name, r.pairing) for r in c.regimes)
-    timer = timer_note(c.settings)
     sides = [(f"{r.name} ({side})", m) for r in c.regimes
              for side, m in (("base", r.metrics_base), ("head", r.metrics_head))]  # fmt: skip
     return (
         lines
         + ([note] if note else [])
         + ([pairs] if pairs else [])
-        + ([timer] if timer else [])
+        + timer_notes(c)
         + placement_notes(c)
         + sm_clock_notes(sides)
         + instruction_notes(c, paths=paths, root=root)
