@@ -80,6 +80,8 @@ DESIGNS = {
     "cpu-clock": ["--pairing", "same-process", "--clock", "cpu"],
     # Wall time less the timing thread's run-queue wait: sees waiting, not preemption.
     "busy-clock": ["--pairing", "same-process", "--clock", "busy"],
+    # The default pairing, its paired regimes on the busy clock (the others on wall).
+    "auto-busy": ["--clock", "busy"],
 }
 
 PYPROJECT = """[project]
