@@ -182,7 +182,7 @@ class RegimeResult:
     # What ``processes`` count: "s" (seconds per op, the default), "instructions/op"
     # or "blocks/op" (``--measure instructions|memory``, one value per process).
     unit: str = "s"
-    clock: str = "wall"  # what the values time: "wall", or "device" (the regime's own events)
+    clock: str = "wall"  # what timed the values: "wall", "device" (its own), "cpu"/"busy" (--clock)
     max_peak: int | None = None  # bytes: the regime's declared memory limit (RegimeInfo)
     # How the values were measured: "process" (each ref in its own worker processes) or
     # "same-process" (both refs in every worker); "" in records older than the field.

@@ -198,16 +198,19 @@ def test_auto_pairing_shares_a_worker_only_where_a_regime_can(tmp_path: Path) ->
     assert "(same-process pairing): calc;" in note and note.endswith(": pipe, plain.")
 
 
-@pytest.mark.parametrize("first", [0, 4])
+@pytest.mark.parametrize(("first", "clock"), [(0, "wall"), (4, "wall"), (4, "busy")])
 def test_auto_measures_apart_a_regime_whose_head_starts_processes(
-    tmp_path: Path, first: int
+    tmp_path: Path, first: int, clock: str
 ) -> None:
     """Calibration watched base only; the duo worker watches both, and the first sign of
     another process (in its first round or a later one) sends the regime to separate
-    processes, its duo values dropped: base would have shared head's processes."""
+    processes, its duo values dropped: base would have shared head's processes. Measured
+    apart, it is on the wall clock whatever --clock said (only duo workers take it)."""
     dists = {("a", "calc"): Dist(1e-3, cv=0.2), ("b", "calc"): Dist(1.05e-3, cv=0.2)}
     fake = FakeExecutor(dists, head_spawns={"calc": first})
-    row = _row(_compare(tmp_path, fake, _settings(pairing="auto", max_rounds=12)), "calc")
+    c = _compare(tmp_path, fake, _settings(pairing="auto", max_rounds=12, clock=clock))
+    row = _row(c, "calc")
+    assert row.clock == "wall"
     assert row.pairing == "process" and row.verdict == "inconclusive"  # CV 20%, apart
     assert fake.rounds("duo") == first + 1  # the duo stopped at the first sign
     assert len(row.base_values) == fake.rounds("process") // 2  # only the apart values
@@ -228,8 +231,50 @@ def test_a_duo_that_saw_a_process_with_no_time_left_fails_saying_so(tmp_path: Pa
 def test_an_explicit_same_process_pairing_is_not_watched(tmp_path: Path) -> None:
     dists = {("a", "calc"): Dist(1e-3, cv=0.2), ("b", "calc"): Dist(1.05e-3, cv=0.2)}
     fake = FakeExecutor(dists, head_spawns={"calc": 0})
-    row = _row(_compare(tmp_path, fake, _settings(pairing="same-process")), "calc")
+    c = _compare(tmp_path, fake, _settings(pairing="same-process", clock="cpu"))
+    row = _row(c, "calc")
     assert row.pairing == "same-process" and row.verdict == "regressed"  # as asked
+    assert row.clock == "cpu"  # each row records the clock that timed it
+
+
+def test_the_busy_clock_takes_wall_time_between_two_equal_wait_readings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A preemption between the two schedstat reads around the wall reading (the wait
+    grew) is read again, so no slice is added or dropped; the wait is subtracted."""
+    from perfctl.measure.workers import duo as worker
+
+    waits = iter([100, 5_000_100, 5_000_100, 5_000_100])  # ns: preempted once, then not
+    clock = iter([2_000_000_000, 2_010_000_000])  # ns
+    monkeypatch.setattr(worker, "_waited_ns", lambda: next(waits))
+    monkeypatch.setattr(worker.time, "perf_counter_ns", lambda: next(clock))
+    assert worker._busy() == pytest.approx((2_010_000_000 - 5_000_100) / 1e9)
+
+
+def test_the_notes_name_the_rows_an_on_cpu_clock_timed(tmp_path: Path) -> None:
+    from perfctl.render.notes import timer_notes
+
+    names = ("calc", "pipe")
+    dists = {(r, n): Dist(1e-3) for r in "ab" for n in names}
+    fake = FakeExecutor(dists, spawning={"pipe"})
+    c = _compare(tmp_path, fake, _settings(pairing="auto", max_rounds=12, clock="busy"))
+    assert {r.name: r.clock for r in c.regimes} == {"calc": "busy", "pipe": "wall"}
+    (note,) = timer_notes(c)
+    assert note.startswith("Values of calc are wall time less the time the timing thread")
+    assert note.endswith("; the others' are timed as usual.")
+    # Every row on it: said once for all; no row on it (a record from before rows had
+    # their clock, measured same-process): the comparison's setting says.
+    every = replace(c, regimes=tuple(replace(r, clock="busy") for r in c.regimes))
+    assert timer_notes(every)[0].startswith("Values are wall time less")
+    older = replace(
+        c,
+        regimes=tuple(replace(r, clock="wall") for r in c.regimes),
+        settings={**c.settings, "clock": "cpu", "pairing": "same-process"},
+    )
+    (said,) = timer_notes(older)
+    assert said.startswith("Values are the timing thread's CPU time")
+    plain = replace(older, settings={**older.settings, "clock": "wall"})
+    assert timer_notes(plain) == []
 
 
 def test_auto_pairing_keeps_a_side_that_cannot_calibrate_failed(tmp_path: Path) -> None:

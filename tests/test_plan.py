@@ -870,6 +870,12 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
         replace(full, id="i1", created="2026-02-11T17:00:00+00:00", regimes=tuple(regressed),
                 settings={"measure": "instructions"}, warnings=()),
     )  # fmt: skip
+    # ... and one timed on an on-CPU clock: not the wall time a plan's figures are.
+    busy = _save(
+        git_repo,
+        replace(full, id="b1", created="2026-02-11T18:00:00+00:00", regimes=tuple(regressed),
+                settings={"clock": "busy", "pairing": "same-process"}, warnings=()),
+    )  # fmt: skip
     assert cli("plan", "init", "PLAN.md", cwd=git_repo.path).returncode == 0
     out = update(cli, git_repo, "--no-measure")
     assert out.returncode == 0, out.stderr
@@ -898,6 +904,10 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     out = update(cli, git_repo, "--no-measure")
     assert out.returncode == 2, out.stderr
     assert f"phase 1: pinned comparison {counted.id} measured instructions" in out.stderr
+    git_repo.write("pyproject.toml", pinned.replace(recomputed.id, busy.id))
+    out = update(cli, git_repo, "--no-measure")
+    assert out.returncode == 2, out.stderr
+    assert f"pinned comparison {busy.id} measured time on the busy clock" in out.stderr
 
 
 def test_update_regimes_file_is_checked_even_with_nothing_to_measure(synthetic, cli):

@@ -654,6 +654,11 @@ def test_a_runs_history_point_is_its_process_medians_interval() -> None:
     (series,) = history.trend_series(runs, dates=True)
     assert len(series.points) == 3
     assert all(f"run {runs[1].id}" not in p.hover for p in series.points)
+    # Nor is one timed on compare's --clock cpu|busy: off the wall-time axis.
+    on_cpu = replace(runs[2].results[0], clock="busy")
+    runs[2] = replace(runs[2], results=(on_cpu,))
+    (series,) = history.trend_series(runs, dates=True)
+    assert len(series.points) == 2
 
 
 def test_commit_time_normalises_offsets() -> None:

@@ -89,6 +89,36 @@ def test_pairing_is_auto_unless_a_flag_or_the_config_says_otherwise(tmp_path: Pa
     assert settings_for(config=installed).schedule.pairing == "process"
 
 
+def test_an_on_cpu_clock_is_kept_where_regimes_are_paired_and_refused_where_none_are(
+    tmp_path: Path,
+) -> None:
+    for clock in ("cpu", "busy"):
+        assert settings_for(clock=clock).schedule.clock == clock  # auto pairs what it can
+        assert settings_for(clock=clock, pairing="same-process", fast=True).schedule.clock
+    config = load_config(project(tmp_path, 'pairing = "process"\ninstall = false\n'))
+    with pytest.raises(UsageError, match="--clock busy needs same-process pairing"):
+        settings_for(config=config, clock="busy")
+    with pytest.raises(UsageError, match="6 rounds are too few") as err:
+        settings_for(fast=True, clock="busy")
+    assert "--max-rounds 12 or more" in err.value.hint
+    with pytest.raises(UsageError, match="counters and installed projects"):
+        settings_for(measure="memory", clock="cpu")
+    installed = load_config(project(tmp_path, "install = true\n"))
+    with pytest.raises(UsageError, match="counters and installed projects"):
+        settings_for(config=installed, clock="busy")
+
+
+def test_the_busy_clock_needs_a_kernel_that_keeps_thread_wait_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from perfctl.jobs import settings
+
+    monkeypatch.setattr(settings, "_schedstat_counts", lambda: False)
+    with pytest.raises(UsageError, match="schedstat"):
+        settings_for(clock="busy")
+    assert settings_for(clock="cpu").schedule.clock == "cpu"  # thread_time needs no schedstat
+
+
 @pytest.mark.parametrize("body", ['pairing = "paired"\n', "pairing = 1\n"])
 def test_a_bad_pairing_is_a_config_error(tmp_path: Path, body: str) -> None:
     with pytest.raises(ConfigError, match="pairing"):

@@ -202,6 +202,7 @@ def compare_cmd(
     _check_flags(
         [m.value for m in signals], from_store=from_store, shard=shard, profile=profile,
         comparison=comparison, mix_runs=mix_runs, affinity=affinity, burst_wait=burst_wait,
+        clock=clock.value,
     )  # fmt: skip
     if not from_store:  # --from-store measures nothing
         for m in signals:
@@ -224,7 +225,7 @@ def compare_cmd(
             order=order.value,
             seed=seed,
             pairing=pairing.value if pairing else None,
-            clock=clock.value,
+            clock=clock.value if m.value == "time" else "wall",  # counters have no clock
             measure=m.value,
             shard=parse_shard(shard, shard_run) if shard else None,
             confirm=confirm,
@@ -300,6 +301,7 @@ def _check_flags(
     mix_runs: bool,
     affinity: str | None,
     burst_wait: float | None,
+    clock: str = "wall",
 ) -> None:
     """Refuse flag combinations before anything is loaded or measured."""
     from perfctl.jobs.settings import refuse_untimed
@@ -311,13 +313,14 @@ def _check_flags(
             from_store=from_store, shard=shard, profile=profile is not None,
             comparison=comparison is not None, mix_runs=mix_runs,
         )  # fmt: skip
+    shaping = (("--affinity", affinity), ("--burst-wait", burst_wait), ("--clock", clock != "wall"))
     _check_from_store(
         from_store, shard=shard, comparison=comparison, mix_runs=mix_runs,
-        placed=[f for f, on in (("--affinity", affinity), ("--burst-wait", burst_wait)) if on],
+        placed=[f for f, on in shaping if on],
     )  # fmt: skip
     if not from_store:
         refuse_untimed(
-            signals, affinity=affinity, burst_wait=burst_wait,
+            signals, affinity=affinity, burst_wait=burst_wait, clock=clock,
             several=not (shard or profile),  # those take one signal: the hint may not add time
         )  # fmt: skip
 

@@ -148,7 +148,7 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
             "use --pairing auto (the default: it applies to the regimes measured in one "
             "process) or same-process",
         )
-    if clock == "busy" and not os.path.exists("/proc/thread-self/schedstat"):
+    if clock == "busy" and not _schedstat_counts():
         raise UsageError(
             "--clock busy needs Linux's per-thread scheduler statistics (schedstat)",
             "use --clock wall, or cpu for single-threaded regimes that wait on nothing",
@@ -158,6 +158,16 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
             "same-process pairing needs install = false (both refs run from source)",
             "use --pairing auto (the default) or process for this project",
         )
+
+
+def _schedstat_counts() -> bool:
+    """Whether this kernel keeps per-thread run and wait times: the file can exist and
+    stay at zero (no schedstats, delay accounting off), and busy would equal wall."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) > 0  # this thread has run: never 0 if kept
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _resolved(config: Config | None, pairing: str | None, clock: str, measure: str) -> str:
@@ -172,17 +182,18 @@ def _resolved(config: Config | None, pairing: str | None, clock: str, measure: s
     return pairing
 
 
-def _no_pairs_for(clock: str, why: str) -> None:
+def _no_pairs_for(clock: str, why: str, hint: str = "drop --clock") -> None:
     """Refuse --clock cpu/busy where ``auto`` pairs nothing: it would time nothing."""
     if clock != "wall":
-        raise UsageError(f"--clock {clock} needs same-process pairing: {why}", "drop --clock")
+        raise UsageError(f"--clock {clock} needs same-process pairing: {why}", hint)
 
 
 def _enough_pairs(sched: Schedule) -> Schedule:
     """``process`` for ``auto`` with too few rounds for a paired test (``--fast``)."""
     few = duo.too_few_rounds(sched) if sched.pairing == "auto" else ""
     if few:
-        _no_pairs_for(sched.clock, few)
+        hint = f"drop --clock, or allow --max-rounds {duo.AUTO_MIN_ROUNDS} or more"
+        _no_pairs_for(sched.clock, few, hint)
         return replace(sched, pairing="process")
     return sched
 
@@ -205,15 +216,22 @@ def _counts(sched: Schedule, given: Mapping[str, float | None], measure: str) ->
 
 
 def refuse_untimed(
-    measures: Sequence[str], *, affinity: str | None, burst_wait: float | None, several: bool = True
+    measures: Sequence[str],
+    *,
+    affinity: str | None,
+    burst_wait: float | None,
+    clock: str = "wall",
+    several: bool = True,
 ) -> None:
-    """Refuse ``--affinity`` and ``--burst-wait`` flags when no signal asked for is time:
-    they place and hold timed rounds, and a counter counts the same wherever and
-    whenever it runs (the config's keys are project defaults, and simply do not apply)."""
+    """Refuse ``--affinity``, ``--burst-wait`` and ``--clock`` flags when no signal asked
+    for is time: they place, hold and time timed rounds, and a counter counts the same
+    wherever and whenever it runs (the config's keys are project defaults, and simply do
+    not apply)."""
     if "time" in measures:
         return
     asked = ",".join(measures)
-    for flag, given in (("--affinity", bool(affinity)), ("--burst-wait", bool(burst_wait))):
+    flags = (("--affinity", bool(affinity)), ("--burst-wait", bool(burst_wait)))
+    for flag, given in (*flags, (f"--clock {clock}", clock != "wall")):
         if given:
             raise UsageError(
                 f"{flag} applies to timed rounds, and --measure {asked} times nothing "
@@ -239,7 +257,6 @@ def isolated_notice(cpus: tuple[int, ...], measure: str) -> str:
 
     Not a default placement: pinned before set-up, every thread and child a regime
     starts shares the isolated CPUs, which the scheduler does not balance across."""
-    import os
 
     from perfctl.measure.machine import cpus_refused, format_cpus, isolated_cpus
 
@@ -275,7 +292,6 @@ def pinned_cpus(text: str | None) -> tuple[int, ...]:
 
 def check_placement(cpus: tuple[int, ...]) -> None:
     """Refuse ``--affinity`` CPUs that no worker could be pinned to on this machine."""
-    import os
 
     from perfctl.measure.machine import allowed_cpus, cpus_refused, format_cpus
 

@@ -208,8 +208,8 @@ def measure_duo(
     ``hold`` waits out bursts before each round, as in :func:`interleave.measure_pair`.
     ``deadline`` ends the regime (default: its timeout from now); ``watch``: a duo
     process that sees another process ends the rounds, ``SideData.spawned`` set."""
-    timer = "" if sched.clock == "wall" else sched.clock  # "": the regime's own clock
-    data = {s: SideData(loops=loops, pairing="same-process", clock=timer) for s in SIDES}
+    # The duo worker times run() on the host, never a regime's own (device) clock.
+    data = {s: SideData(loops=loops, pairing="same-process", clock=sched.clock) for s in SIDES}
     clock = executor.now
     if deadline is None:
         deadline = clock() + (info.timeout or runner.DEFAULT_TIMEOUT)

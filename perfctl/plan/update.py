@@ -255,7 +255,7 @@ def _stored(
     if phase.comparison:
         return _pinned(store, doc, phase, before, after)
     for c in store.comparisons_of(before.sha):  # newest first
-        timed = measure_of(c) == "time"  # a plan's figures and targets are wall time
+        timed = _measured(c) == "time"  # a plan's figures and targets are wall time
         if exact(c, before, after) and c.measured and timed and covers(c, phase, whole=whole):
             return c
     return None
@@ -293,13 +293,19 @@ def _pinned(
             f"not `{phase.before}` ({before.short}) → `{phase.after}` ({after.short})",
             "pin a comparison of the phase's before and after refs",
         )
-    if measure_of(c) != "time":
+    if _measured(c) != "time":
         raise PlanError(
-            f"{where}: pinned comparison {c.id} measured {measure_of(c)}, and a plan's "
+            f"{where}: pinned comparison {c.id} measured {_measured(c)}, and a plan's "
             "figures and targets are wall time",
-            "pin a comparison measured with --measure time (the default)",
+            "pin a comparison measured with --measure time and the wall clock (the defaults)",
         )
     return c
+
+
+def _measured(c: Comparison) -> str:
+    """``time`` for wall time, else what the comparison measured (a counter, or a clock)."""
+    clock = str(c.settings.get("clock") or "wall")
+    return measure_of(c) if clock == "wall" else f"time on the {clock} clock (--clock {clock})"
 
 
 def _measure(

@@ -131,13 +131,14 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
 
     Counter results (``--measure instructions|memory``) are left out: a count on a
     time axis would read as a huge slowdown, and a change point between the two kinds
-    would be invented.
+    would be invented. So are values on compare's ``--clock cpu|busy``: on a busy
+    machine they read lower than wall time, and the same invented step would follow.
     """
     found: dict[str, list[tuple[int, int, Interval]]] = {}
     families: dict[str, str] = {}
     for i, run in enumerate(runs):
         for res in run.results:
-            if res.unit != "s":  # counters (instructions, blocks) are not times: not on this axis
+            if res.unit != "s" or res.clock in ("cpu", "busy"):  # not wall (or device) time
                 continue
             summary = median_interval(res.processes) if res.status == OK else None
             if summary is not None:

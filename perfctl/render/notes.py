@@ -17,13 +17,18 @@ from perfctl.stats.crossover import Crossover, Point, crossovers
 
 def comparison_crossovers(c: Comparison) -> list[Crossover]:
     """Crossovers of the head side (the code as it is after the change)."""
-    heads = {r.name: r.head for r in c.regimes if r.head is not None}
+    from perfctl.stats.verdicts import comparable_clocks
+
+    rows = {r.name: r for r in c.regimes if r.head is not None}
     points = []
     for r in c.regimes:
         base_name = r.baseline or ""
-        base = heads.get(base_name)
-        if r.head is None or base is None:
+        base_row = rows.get(base_name)
+        if r.head is None or base_row is None or base_row.head is None:
             continue
+        if not comparable_clocks(r.clock, base_row.clock):
+            continue
+        base = base_row.head
         h = r.head
         points.append(
             Point(r.name, base_name, h.median_s, h.ci_low_s, h.ci_high_s,
@@ -91,14 +96,16 @@ def timer_notes(c: Comparison) -> list[str]:
     """What the values of each row time when ``--clock`` chose something other than wall
     time (under ``--pairing auto``, the regimes measured in one process only)."""
     out = []
+    measured = [r for r in c.regimes if r.base_values or r.head_values]
+    older = c.settings.get("pairing") == "same-process"  # rows said "wall" before
     for clock, said in TIMERS.items():
-        names = sorted(r.name for r in c.regimes if r.clock == clock)
-        if names and len(names) == len(c.regimes):
+        names = sorted(r.name for r in measured if r.clock == clock)
+        if names and len(names) == len(measured):
             out.append(f"Values are {said}.")
         elif names:
-            out.append(f"Values of {_few(names)} are {said}; the others' are wall time.")
-        elif c.settings.get("clock") == clock:  # a record older than the rows' clock
-            out.append(f"Values measured in one process are {said}.")
+            out.append(f"Values of {_few(names)} are {said}; the others' are timed as usual.")
+        elif older and c.settings.get("clock") == clock and measured:
+            out.append(f"Values are {said}.")  # a record older than each row's clock
     return out
 
 

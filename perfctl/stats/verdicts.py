@@ -31,14 +31,31 @@ if TYPE_CHECKING:
 
 
 def _baseline_median(
-    results: Mapping[str, Mapping[str, RegimeResult]], side: str, baseline: str | None, seed: int
+    results: Mapping[str, Mapping[str, RegimeResult]],
+    side: str,
+    baseline: str | None,
+    seed: int,
+    clock: str = "wall",
 ) -> float | None:
     from perfctl.stats import decision as stats
 
     other = results.get(baseline or "", {}).get(side)
     if other is None or other.status != OK or not other.processes:
         return None
+    if not comparable_clocks(clock, other.clock):
+        return None
     return stats.summarize(other.processes, seed=seed).median_s
+
+
+# Clocks that read lower than wall time on a busy machine (--clock): never set against
+# another clock's values, where the ratio would be the load, not the code.
+ON_CPU = ("cpu", "busy")
+
+
+def comparable_clocks(a: str, b: str) -> bool:
+    """Whether values on clocks ``a`` and ``b`` may be set side by side (baseline ratio,
+    crossover): equal, or neither an on-CPU clock (device against wall is the point)."""
+    return a == b or (a not in ON_CPU and b not in ON_CPU)
 
 
 def _side_stats(
@@ -49,7 +66,7 @@ def _side_stats(
     r = results[name][side]
     if r.status != OK or not r.processes:
         return None
-    base_med = _baseline_median(results, side, r.baseline, seed)
+    base_med = _baseline_median(results, side, r.baseline, seed, r.clock)
     return stats.summarize(r.processes, baseline_median=base_med, seed=seed)
 
 

@@ -90,16 +90,26 @@ def _set_up(side: Side, spec: dict[str, Any], base_path: list[str]) -> None:
         )
 
 
-def _waited() -> float:
-    """Seconds this thread has sat runnable, waiting for a CPU (Linux schedstat)."""
-    with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
-        return int(fh.read().split()[1]) / 1e9
+_SCHEDSTAT: list[int] = []  # the timing thread's schedstat, opened once (pread is cheap)
+
+
+def _waited_ns() -> int:
+    """Nanoseconds this thread has sat runnable, waiting for a CPU (Linux schedstat)."""
+    if not _SCHEDSTAT:
+        _SCHEDSTAT.append(os.open("/proc/thread-self/schedstat", os.O_RDONLY))
+    return int(os.pread(_SCHEDSTAT[0], 64, 0).split()[1])
 
 
 def _busy() -> float:
-    # Wall time less the time this thread waited for a CPU: it leaves out being
-    # preempted behind another job, and keeps waiting on children, I/O or a lock.
-    return time.perf_counter() - _waited()
+    """Wall time less the time this thread waited for a CPU: it leaves out being
+    preempted behind another job, and keeps waiting on children, I/O or a lock."""
+    # The wall reading must fall between two equal run-delay readings: a preemption
+    # between the reads would otherwise add or drop a whole time slice.
+    while True:
+        before = _waited_ns()
+        now = time.perf_counter_ns()
+        if _waited_ns() == before:
+            return (now - before) / 1e9
 
 
 # "cpu": this thread's CPU time, which leaves out the time the thread sat
