@@ -220,11 +220,11 @@ def test_auto_measures_apart_what_a_duo_worker_refuses(repo: GitRepo, tmp_path: 
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)["regimes"]
     assert row["pairing"] == "process" and row["verdict"] != "failed", row
-    # The refused duo worker's reason is kept in base's log (either run's folder may
-    # be listed first), with what perfctl did next.
+    # The refused duo worker's reason is kept in base's log (either run's folder may be
+    # listed first; the module's repo holds other tests' logs too), with what came next.
     logs = [p.read_text() for p in (repo.path / ".perfctl" / "logs").glob("*/builtin_only.log")]
-    (log,) = [t for t in logs if "imports no code from the ref" in t]
-    assert "perfctl: measuring it in separate worker processes instead" in log
+    refused = [t for t in logs if "imports no code from the ref" in t]  # other tests' too
+    assert any("perfctl: measuring it in separate worker processes instead" in t for t in refused)
 
 
 HELPER = """\
