@@ -163,11 +163,9 @@ def _check_modes(config: Config | None, pairing: str, clock: str) -> None:
 def _schedstat_counts() -> bool:
     """Whether this kernel keeps per-thread run and wait times: the file can exist and
     stay at zero (no schedstats, delay accounting off), and busy would equal wall."""
-    try:
-        with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
-            return int(fh.read().split()[0]) > 0  # this thread has run: never 0 if kept
-    except (OSError, ValueError, IndexError):
-        return False
+    from perfctl.measure.procs import thread_schedstat
+
+    return thread_schedstat()[0] > 0  # this thread has run: never 0 where it is kept
 
 
 def _resolved(config: Config | None, pairing: str | None, clock: str, measure: str) -> str:

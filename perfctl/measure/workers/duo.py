@@ -33,7 +33,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from perfctl.measure import spawns  # noqa: E402
-from perfctl.measure.procs import die_with_parent  # noqa: E402
+from perfctl.measure.procs import die_with_parent, thread_schedstat  # noqa: E402
 
 SIDES = ("base", "head")
 
@@ -90,14 +90,9 @@ def _set_up(side: Side, spec: dict[str, Any], base_path: list[str]) -> None:
         )
 
 
-_SCHEDSTAT: list[int] = []  # the timing thread's schedstat, opened once (pread is cheap)
-
-
 def _waited_ns() -> int:
     """Nanoseconds this thread has sat runnable, waiting for a CPU (Linux schedstat)."""
-    if not _SCHEDSTAT:
-        _SCHEDSTAT.append(os.open("/proc/thread-self/schedstat", os.O_RDONLY))
-    return int(os.pread(_SCHEDSTAT[0], 64, 0).split()[1])
+    return thread_schedstat()[1]
 
 
 def _busy() -> float:

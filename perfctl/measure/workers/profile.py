@@ -37,16 +37,12 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from perfctl.measure.procs import die_with_parent  # noqa: E402
+from perfctl.measure.procs import die_with_parent, thread_schedstat  # noqa: E402
 
 
 def _waited_s() -> float:
     """Seconds this thread sat runnable, waiting for a CPU (Linux schedstat; else 0)."""
-    try:
-        with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    return thread_schedstat()[1] / 1e9
 
 
 def perfctl_profile_loop(run: Callable[[], Any], duration: float) -> dict[str, Any]:
