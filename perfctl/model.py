@@ -61,6 +61,7 @@ FAILED = Verdict.FAILED  # equal to Status.FAILED: the same word for a regime an
 SKIPPED = Verdict.SKIPPED
 VERDICTS = (REGRESSED, FAILED, INCONCLUSIVE, IMPROVED, WITHIN_NOISE, NO_CHANGE, SKIPPED)
 CHANGED_VERDICTS = (REGRESSED, IMPROVED, FAILED)
+ON_CPU_CLOCKS = ("cpu", "busy")  # compare --clock: read lower than wall time when busy
 OK = Status.OK
 
 

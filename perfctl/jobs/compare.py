@@ -293,7 +293,7 @@ def _measure_regime(
             )
         took = round(executor.now() - started, 2)
         results = {
-            s: _result(infos[s] or info, data[s], logs[s], Path(tmp), s, took) for s in SIDES
+            s: side_result(infos[s] or info, data[s], logs[s], Path(tmp), s, took) for s in SIDES
         }
         return _save_results(store, sides, results, _merged(data, Path(tmp)))
 
@@ -301,12 +301,6 @@ def _measure_regime(
 def _merged(data: dict[str, SideData], tmp: Path) -> dict[str, Path | None]:
     """Each side's pyperf files joined into one (what the store keeps beside the result)."""
     return {s: interleave.merge_pyperf(data[s].files, tmp / f"{s}-all.json") for s in SIDES}
-
-
-def _result(
-    info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str, seconds: float
-) -> RegimeResult:
-    return replace(side_result(info, d, log, tmp, side), seconds=seconds)
 
 
 def _save_results(

@@ -121,8 +121,10 @@ def unmeasurable(
     return out
 
 
-def side_result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) -> RegimeResult:
-    """The stored result of one side of a measured regime."""
+def side_result(
+    info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str, seconds: float = 0.0
+) -> RegimeResult:
+    """The stored result of one side of a measured regime (``seconds``: its measuring time)."""
     return RegimeResult(
         name=info.name,
         family=info.family,
@@ -141,4 +143,5 @@ def side_result(info: RegimeInfo, d: SideData, log: Path, tmp: Path, side: str) 
         clock=d.clock or info.clock,
         max_peak=info.max_peak,
         pairing=d.pairing,
+        seconds=seconds,
     )

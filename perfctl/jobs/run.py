@@ -6,7 +6,7 @@ import json
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfctl import __version__
@@ -124,8 +124,10 @@ def skipped(info: RegimeInfo) -> RegimeResult:
     )
 
 
-def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeResult:
-    """A RegimeResult from a runner Outcome."""
+def to_result(
+    info: RegimeInfo, outcome: runner.Outcome, log: Path, seconds: float = 0.0
+) -> RegimeResult:
+    """A RegimeResult from a runner Outcome (``seconds``: its measuring time)."""
     return RegimeResult(
         name=info.name,
         family=info.family,
@@ -143,6 +145,7 @@ def to_result(info: RegimeInfo, outcome: runner.Outcome, log: Path) -> RegimeRes
         loops=outcome.loops,
         clock=info.clock,
         max_peak=info.max_peak,
+        seconds=seconds,
     )
 
 
@@ -201,7 +204,7 @@ def _measure_all(
             started = time.monotonic()
             outcome = _measure_one(worker, info, options, log, Path(tmp))
             took = round(time.monotonic() - started, 2)
-            result = replace(to_result(info, outcome, log), seconds=took)
+            result = to_result(info, outcome, log, took)
             store.save_result(run.id, result, outcome.pyperf_json)
         failed |= not (outcome.ok or outcome.skipped)
     if progress:

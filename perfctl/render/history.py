@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perfctl.errors import StoreError
-from perfctl.model import OK, Run
+from perfctl.model import OK, ON_CPU_CLOCKS, Run
 from perfctl.render import charts
 from perfctl.render.charts import TrendPoint, format_change, format_per_op, label
 from perfctl.render.html import IdMaker, add_chart, sortable
@@ -138,7 +138,7 @@ def trend_series(runs: Sequence[Run], dates: bool) -> list[TrendSeries]:
     families: dict[str, str] = {}
     for i, run in enumerate(runs):
         for res in run.results:
-            if res.unit != "s" or res.clock in ("cpu", "busy"):  # not wall (or device) time
+            if res.unit != "s" or res.clock in ON_CPU_CLOCKS:  # not wall (or device) time
                 continue
             summary = median_interval(res.processes) if res.status == OK else None
             if summary is not None:

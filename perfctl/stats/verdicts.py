@@ -20,6 +20,7 @@ from perfctl.model import (
     FAILED,
     INCONCLUSIVE,
     OK,
+    ON_CPU_CLOCKS,
     SKIPPED,
     RegimeComparison,
     RegimeResult,
@@ -47,15 +48,11 @@ def _baseline_median(
     return stats.summarize(other.processes, seed=seed).median_s
 
 
-# Clocks that read lower than wall time on a busy machine (--clock): never set against
-# another clock's values, where the ratio would be the load, not the code.
-ON_CPU = ("cpu", "busy")
-
-
 def comparable_clocks(a: str, b: str) -> bool:
     """Whether values on clocks ``a`` and ``b`` may be set side by side (baseline ratio,
-    crossover): equal, or neither an on-CPU clock (device against wall is the point)."""
-    return a == b or (a not in ON_CPU and b not in ON_CPU)
+    crossover): equal, or neither an on-CPU clock (device against wall is the point);
+    an on-CPU value against another clock's would show the load, not the code."""
+    return a == b or (a not in ON_CPU_CLOCKS and b not in ON_CPU_CLOCKS)
 
 
 def _side_stats(
