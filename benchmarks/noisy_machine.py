@@ -241,6 +241,8 @@ def run(args: argparse.Namespace) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     print(f"writing {out}", file=sys.stderr)
+    pairs = {h: x for h, x in PAIRS.items() if h in args.heads.split(",")}
+    only = [a for g in args.regime for a in ("--regime", g)]  # the regimes asked for
     for condition in args.conditions.split(","):
         hog = start(condition)
         try:
@@ -248,11 +250,8 @@ def run(args: argparse.Namespace) -> Path:
                 names = list(designs)
                 names = names[i % len(names) :] + names[: i % len(names)]
                 for design in names:
-                    for head, injected in PAIRS.items():
-                        if head not in args.heads.split(","):
-                            continue
+                    for head, injected in pairs.items():
                         before = load()
-                        only = [a for g in args.regime for a in ("--regime", g)]
                         got = compare(root, head, [*designs[design], *only])
                         rec = {
                             "perfctl": perfctl_rev,
