@@ -19,23 +19,40 @@ CPUs), so the waits overlap work and the CPU times overlap each other; the first
 undercounts (it can go negative when both share one CPU), the second can exceed wall.
 They are upper bounds on what any such clock could remove: if even on-CPU time
 spreads like wall time between processes, the spread is slower *execution* in some
-processes, which no accounting of waiting removes. Each condition runs unpinned and with
-parent and child pinned together to one CPU (alternating CPUs across processes), with
-nothing else started (``quiet``) or one CPU-bound competitor (``hog``).
+processes, which no accounting of waiting removes. Each condition runs with
+nothing else started (``quiet``) or one CPU-bound competitor (``hog``), in the
+placements asked for (``--placements``):
+
+* ``unpinned``: where the scheduler puts them;
+* ``pinned``: parent and child pinned together to one CPU, alternating CPUs across
+  processes;
+* ``pairs``: the same, but two consecutive processes share a CPU (the two sides of an
+  ABBA round would): if what spreads the process means were the CPU or the moment,
+  the log ratio of the two would spread less than two independent means (SD about
+  sqrt(2) x CV);
+* ``fixed``: ``pairs`` with the memory layout fixed (``setarch -R``: no address space
+  randomization; ``PYTHONHASHSEED=0``), to see whether the spread is the layout.
+
+Each row also gives the spread of the three values *inside* a process (median CV), and
+the SD of the log ratio of consecutive processes (1-2, 3-4, ...).
 
 Usage:
     python benchmarks/pipe_clocks.py --processes 16 --trips 4000
+    python benchmarks/pipe_clocks.py --processes 24 --placements pinned,pairs,fixed
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 ECHO = (
     "import sys\nfor line in iter(sys.stdin.buffer.readline, b''):\n"
@@ -85,18 +102,43 @@ def worker(trips: int, cpu: int | None) -> None:
     print(json.dumps(values))
 
 
-def cell(processes: int, trips: int, pinned: bool) -> dict[str, list[float]]:
-    """Per clock, the process means (µs per round trip) of ``processes`` workers."""
+PLACEMENTS = ("unpinned", "pinned", "pairs", "fixed")
+
+
+def _cpu_for(placement: str, i: int, cpus: list[int]) -> int | None:
+    if placement == "unpinned":
+        return None
+    slot = i if placement == "pinned" else i // 2  # pairs/fixed: two processes a CPU
+    return cpus[slot % len(cpus)]
+
+
+def cell(processes: int, trips: int, placement: str) -> dict[str, Any]:
+    """Per clock, the process means (µs per round trip); the within-process CVs (%)."""
     cpus = sorted(os.sched_getaffinity(0))
     means: dict[str, list[float]] = {c: [] for c in CLOCKS}
+    inside: list[float] = []
+    env = None
     for i in range(processes):
         cmd = [sys.executable, __file__, "--worker", str(trips)]
-        if pinned:
-            cmd += ["--cpu", str(cpus[i % len(cpus)])]
-        values = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        cpu = _cpu_for(placement, i, cpus)
+        if cpu is not None:
+            cmd += ["--cpu", str(cpu)]
+        if placement == "fixed":
+            cmd = ["setarch", "-R", *cmd]
+            env = dict(os.environ, PYTHONHASHSEED="0")
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+        values = json.loads(out.stdout)
         for k, clock in enumerate(CLOCKS):
             means[clock].append(statistics.mean(v[k] for v in values) * 1e6)
-    return means
+        walls = [v[0] for v in values]
+        inside.append(statistics.stdev(walls) / statistics.mean(walls) * 100)
+    return {"means": means, "inside": inside}
+
+
+def _pair_sd(xs: list[float]) -> float:
+    """SD (%) of log(x[2k+1] / x[2k]): the spread of consecutive processes' ratio."""
+    logs = [math.log(xs[i + 1] / xs[i]) for i in range(0, len(xs) - 1, 2)]
+    return statistics.stdev(logs) * 100 if len(logs) > 1 else float("nan")
 
 
 def main() -> None:
@@ -104,35 +146,51 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=16)
     ap.add_argument("--trips", type=int, default=4000, help="round trips per value")
     ap.add_argument("--conditions", default="quiet,hog")
+    ap.add_argument("--placements", default="unpinned,pinned", help=", ".join(PLACEMENTS))
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
         worker(args.worker, args.cpu)
         return
-    if args.processes < 2:
-        ap.error("--processes must be at least 2 (a spread needs two process means)")
-    print("| condition | placement | clock | mean µs/trip | CV of process means | range |")
-    print("|---|---|---|---:|---:|---|")
+    placements = args.placements.split(",")
+    unknown = sorted(set(placements) - set(PLACEMENTS))
+    if unknown:
+        ap.error(f"unknown placement {', '.join(unknown)} (choose from {', '.join(PLACEMENTS)})")
+    if "fixed" in placements and shutil.which("setarch") is None:
+        ap.error("placement fixed needs setarch (util-linux)")
+    if args.processes < 4:
+        ap.error("--processes must be at least 4 (two pairs of process means)")
+    print(
+        "| condition | placement | clock | mean µs/trip | CV of process means "
+        "| SD of consecutive ratios | CV inside a process | range |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---|")
     for condition in args.conditions.split(","):
         hog = None
         if condition == "hog":
             hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
-            for pinned in (False, True):
-                means = cell(args.processes, args.trips, pinned)
-                load = os.getloadavg()[0]  # after measuring: the 1-minute average lags
-                where = "parent+child on one CPU" if pinned else "unpinned"
-                for clock, xs in means.items():
-                    cv = statistics.stdev(xs) / statistics.mean(xs) * 100
-                    print(
-                        f"| {condition} (load {load:.1f}) | {where} | {clock} | "
-                        f"{statistics.mean(xs):.1f} | {cv:.1f}% | {min(xs):.1f}–{max(xs):.1f} |"
-                    )
+            for placement in placements:
+                _print_cell(condition, placement, cell(args.processes, args.trips, placement))
         finally:
             if hog is not None:
                 hog.kill()
                 hog.wait()
+
+
+def _print_cell(condition: str, placement: str, got: dict[str, Any]) -> None:
+    load = os.getloadavg()[0]  # after measuring: the 1-minute average lags
+    inside = statistics.median(got["inside"])
+    for clock, xs in got["means"].items():
+        cv = statistics.stdev(xs) / statistics.mean(xs) * 100
+        within = f"{inside:.1f}%" if clock == "wall" else ""
+        print(
+            f"| {condition} (load {load:.1f}) | {placement} | {clock} | "
+            f"{statistics.mean(xs):.1f} | {cv:.1f}% | {_pair_sd(xs):.1f}% | {within} | "
+            f"{min(xs):.1f}–{max(xs):.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
