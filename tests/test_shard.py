@@ -132,6 +132,15 @@ def test_shards_merge_into_one_comparison(repo: GitRepo, tmp_path: Path) -> None
     assert gate.returncode == 1, gate.stderr
     listed = run_cli("comparisons", "--format", "json", cwd=repo.path)
     assert merged["id"] in listed.stdout
+    # A shard decided under another band is refused, not re-decided under the first's.
+    (tmp_path / "shard-2" / "comparison.json").write_text(json.dumps({**two, "threshold": 0.05}))
+    mixed = run_cli("merge", str(tmp_path), cwd=repo.path)
+    assert mixed.returncode == 2 and "Traceback" not in mixed.stderr
+    assert (
+        "Error: the shards were measured or decided differently (--threshold 0.02 and 0.05)"
+        in mixed.stderr
+    )
+    assert "Hint: merge the shards of one" in mixed.stderr
 
 
 def _fake_shard(repo: GitRepo, k: int, base: str = "c1") -> Comparison:
@@ -154,6 +163,31 @@ def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None
     other = _fake_shard(repo, 2, base="c2")
     with pytest.raises(UsageError, match="the shards come from different base commits"):
         shard.merge([one, other], "m3", "now")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"threshold": 0.05}, "--threshold 0.02 and 0.05"),
+        ({"alpha": 0.01}, "--alpha 0.01 and 0.05"),
+        ({"settings": {"clock": "cpu"}}, "--clock cpu and wall"),
+        ({"settings": {"pairing": "same-process"}}, "--pairing process and same-process"),
+        ({"settings": {"measure": "instructions"}}, "--measure instructions and time"),
+    ],
+)
+def test_shards_measured_or_decided_differently_are_refused(
+    repo: GitRepo, change: dict[str, object], said: str
+) -> None:
+    """A merge never re-decides a shard under another band, nor mixes clocks or counters."""
+    from dataclasses import replace
+
+    one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
+    fields = {k: v for k, v in change.items() if k != "settings"}
+    other = replace(two, settings={**two.settings, **change.get("settings", {})}, **fields)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="measured or decided differently") as err:
+        shard.merge([one, other], "m", "now")
+    assert f"({said})" in str(err.value)
+    assert shard.merge([one, two], "m2", "now").regimes  # alike: merged
 
 
 def test_merged_shards_add_up_their_burst_holds(repo: GitRepo) -> None:

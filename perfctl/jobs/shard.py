@@ -102,7 +102,32 @@ def _check(shards: Sequence[Comparison]) -> list[Shard]:
                 f"the shards come from different {what}: {', '.join(sorted(map(str, values)))}",
                 "merge the shards of one `perfctl compare … --shard K/N` run",
             )
+    _check_decided_alike(shards)
     return got
+
+
+# What a merged verdict is decided with, or what its figures mean: shards of one run
+# share them, and a merge of shards that differ would re-decide some rows under
+# settings they were not asked for (the first shard's band, say) or put counts of
+# different things in one table.
+_ALIKE = ("measure", "clock", "pairing")
+
+
+def _check_decided_alike(shards: Sequence[Comparison]) -> None:
+    seen: dict[str, set[str]] = {
+        "--threshold": {f"{c.threshold:g}" for c in shards},
+        "--alpha": {f"{c.alpha:g}" for c in shards},
+    }
+    for key in _ALIKE:
+        seen[f"--{key}"] = {str(c.settings.get(key) or "") for c in shards} - {""}
+    for flag, values in seen.items():
+        if len(values) > 1:
+            raise UsageError(
+                f"the shards were measured or decided differently ({flag} "
+                f"{' and '.join(sorted(values))})",
+                "merge the shards of one `perfctl compare … --shard K/N` run; "
+                "give every shard job the same options",
+            )
 
 
 def _complete(marks: Sequence[Shard]) -> None:
