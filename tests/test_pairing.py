@@ -138,6 +138,11 @@ def test_same_process_detects_a_slowdown_and_keeps_pyperf_files(repo: GitRepo) -
     import pyperf
 
     assert pyperf.Benchmark.load(str(stored[0])).get_nrun() == len(row["base_values"])
+    assert (
+        pyperf.Benchmark.load(str(stored[0]))
+        .get_metadata()["timer"]
+        .startswith("time.perf_counter()")
+    )
 
 
 def test_same_process_aa_is_not_a_change_on_the_cpu_clock(repo: GitRepo) -> None:
@@ -145,6 +150,11 @@ def test_same_process_aa_is_not_a_change_on_the_cpu_clock(repo: GitRepo) -> None
     row = data["regimes"][0]
     assert data["settings"]["clock"] == "cpu"
     assert row["verdict"] in ("no change", "within noise", "inconclusive"), row["reason"]
+    # The kept pyperf file says which clock timed its values (pyperf's "timer" key).
+    import pyperf
+
+    (kept,) = (repo.path / ".perfctl" / "runs" / data["head_run"] / "pyperf").glob("*.json")
+    assert "time.thread_time()" in pyperf.Benchmark.load(str(kept)).get_metadata()["timer"]
 
 
 SLEEPY = """\

@@ -59,13 +59,23 @@ def _version(python: Path) -> str:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stdout.strip()
 
 
+# The duo worker's timers (workers/duo.py TIMERS), as pyperf's "timer" metadata names them.
+TIMER_NAMES = {
+    "wall": "time.perf_counter() (perfctl --clock wall)",
+    "cpu": "time.thread_time(): the timing thread's CPU time (perfctl --clock cpu)",
+    "busy": "wall time less the timing thread's run-queue wait (perfctl --clock busy)",
+}
+
+
 def write_pyperf(data: SideData, info: RegimeInfo, dest: Path) -> list[Path]:
     """One ordinary pyperf file of this side's values (``pyperf stats`` reads it)."""
     import pyperf
 
     if not data.processes:
         return []
-    meta = {"name": info.name, "loops": data.loops, "inner_loops": info.ops}
+    meta: dict[str, object] = {"name": info.name, "loops": data.loops, "inner_loops": info.ops}
+    if data.clock in TIMER_NAMES:  # pyperf's own "timer" key says what timed the values
+        meta["timer"] = TIMER_NAMES[data.clock]
     runs = [pyperf.Run(list(p), warmups=None, metadata=meta) for p in data.processes]
     pyperf.Benchmark(runs).dump(str(dest), replace=True)
     return [dest]
