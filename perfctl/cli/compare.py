@@ -114,10 +114,14 @@ def compare_cmd(
         ),
     ] = None,
     order: Annotated[
-        Order, typer.Option("--order", help="Interleaving: abba or seeded random.")
+        Order,
+        typer.Option(
+            "--order",
+            help="Interleaving: abba (blocks ABBA or BAAB, drawn from the seed) or random per round.",
+        ),
     ] = Order.abba,
     seed: Annotated[
-        int, typer.Option("--seed", min=0, help="Seed for random order and bootstrap.")
+        int, typer.Option("--seed", min=0, help="Seed for the interleaving order and bootstrap.")
     ] = 0,
     pairing: Annotated[
         Pairing | None,

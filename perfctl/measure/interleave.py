@@ -1,7 +1,8 @@
 """Interleaved measurement of one regime on two refs, process by process.
 
-Each round runs one pyperf worker process per ref, in ABBA order (or a seeded
-random order), so drift of the machine hits both sides equally. The process is
+Each round runs one pyperf worker process per ref, in blocks of two rounds, ABBA
+or BAAB as the seed draws (or a seeded random order per round), so drift of the
+machine hits both sides equally and a periodic competitor does not keep to one side. The process is
 the unit of replication. After ``rounds`` rounds the answer is checked with
 :func:`perfctl.stats.decision.is_clear`; while it is not clear, more rounds are added
 until ``max_rounds`` or the regime's time budget is reached (sequential
@@ -72,10 +73,23 @@ class SideData:
 
 
 def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:
-    """Which side goes first in round ``i`` (ABBA: AB, BA, AB, BA...)."""
+    """Which side goes first in round ``i``.
+
+    ``abba``: rounds come in blocks of two, ABBA or BAAB, each block's way round
+    drawn from the seed. A block cancels a linear drift exactly, as a fixed
+    AB BA AB BA would; the draw keeps a periodic competitor (a job busy 1 s, idle
+    1 s) from falling on the same side block after block. With a fixed
+    alternation, processes four to the period made one side take the busy half
+    for several blocks running, and an A/A pair read +24.6% (benchmarks/README.md,
+    "Bursty").
+    """
     if schedule.order == "random":
         return ("base", "head") if rng.random() < 0.5 else ("head", "base")
-    return ("base", "head") if i % 2 == 0 else ("head", "base")
+    # Seeded per block, not from ``rng``: the same rounds for the same seed, whoever
+    # asks and in whatever order.
+    flipped = random.Random(f"{schedule.seed}:{i // 2}").random() < 0.5
+    base_first = (i % 2 == 0) != flipped
+    return ("base", "head") if base_first else ("head", "base")
 
 
 def calibrate_pair(
