@@ -77,11 +77,10 @@ def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, st
 
     ``abba``: rounds come in blocks of two, ABBA or BAAB, each block's way round
     drawn from the seed. A block cancels a linear drift exactly, as a fixed
-    AB BA AB BA would; the draw keeps a periodic competitor (a job busy 1 s, idle
-    1 s) from falling on the same side block after block. With a fixed
-    alternation, processes four to the period made one side take the busy half
-    for several blocks running, and an A/A pair read +24.6% (benchmarks/README.md,
-    "Bursty").
+    AB BA AB BA would; but a fixed alternation ties each side to its places in the
+    block, so anything repeating with the block's period (a job busy 1 s, idle 1 s)
+    can fall on one side block after block. Drawn, it falls on either side at
+    random: noise the interval sees, not a shift (benchmarks/README.md, "Bursty").
     """
     if schedule.order == "random":
         return ("base", "head") if rng.random() < 0.5 else ("head", "base")
