@@ -114,8 +114,9 @@ def test_abba_blocks_are_balanced_reproducible_and_drawn_from_the_seed() -> None
     got = blocks(0)
     assert set(got) == {"bhhb", "hbbh"}  # both ways round: a period cannot keep to one side
     assert got == blocks(0) and got != blocks(1)  # reproducible; another seed, other draws
-    # A fixed alternation would repeat one block; the seeded draw splits them about evenly.
-    assert 5 <= got.count("bhhb") <= 15
+    # Blocks come in pairs of one of each, in a drawn order: never three alike in a row.
+    assert all(sorted(got[k : k + 2]) == ["bhhb", "hbbh"] for k in range(0, 20, 2))
+    assert {got[k] for k in range(0, 20, 2)} == {"bhhb", "hbbh"}  # the order is drawn
 
 
 def test_a_smaller_alpha_needs_more_rounds(tmp_path: Path) -> None:

@@ -187,6 +187,8 @@ def test_shards_measured_or_decided_differently_are_refused(
     with pytest.raises(UsageError, match="measured or decided differently") as err:
         shard.merge([one, other], "m", "now")
     assert f"({said})" in str(err.value)
+    if "--measure" in said:  # two signals under one run id: each wants its own
+        assert "a --shard-run id of their own" in (err.value.hint or "")
     assert shard.merge([one, two], "m2", "now").regimes  # alike: merged
 
 

@@ -284,7 +284,8 @@ def _check_ci_flags(
     if shard and len(signals) > 1:
         raise UsageError(
             "--shard takes one signal at a time (--measure names several)",
-            "shard one signal per job, e.g. --measure time --shard 1/2",
+            "shard one signal per job, each signal under a --shard-run id of its own, "
+            "e.g. --measure time --shard 1/2 --shard-run $GITHUB_RUN_ID-time",
         )
     # With --shard, one signal: its hint names the single-signal way out.
     refuse_untimed(signals, affinity=affinity, burst_wait=burst_wait, several=not shard)

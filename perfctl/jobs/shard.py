@@ -114,18 +114,23 @@ _ALIKE = ("measure", "clock", "pairing")
 
 
 def _check_decided_alike(shards: Sequence[Comparison]) -> None:
-    seen: dict[str, set[str]] = {
-        "--threshold": {f"{c.threshold:g}" for c in shards},
-        "--alpha": {f"{c.alpha:g}" for c in shards},
+    seen: dict[str, set[float] | set[str]] = {
+        "--threshold": {c.threshold for c in shards},
+        "--alpha": {c.alpha for c in shards},
     }
-    for key in _ALIKE:
+    for key in _ALIKE:  # a key an older record lacks is left out, not a difference
         seen[f"--{key}"] = {str(c.settings.get(key) or "") for c in shards} - {""}
     for flag, values in seen.items():
         if len(values) > 1:
+            shown = " and ".join(
+                f"{v:g}" if isinstance(v, float) else str(v) for v in sorted(values)
+            )
             raise UsageError(
-                f"the shards were measured or decided differently ({flag} "
-                f"{' and '.join(sorted(values))})",
-                "merge the shards of one `perfctl compare … --shard K/N` run; "
+                f"the shards were measured or decided differently ({flag} {shown})",
+                "give each signal's shard jobs a --shard-run id of their own and merge "
+                "each run apart"
+                if flag == "--measure"
+                else "merge the shards of one `perfctl compare … --shard K/N` run; "
                 "give every shard job the same options",
             )
 

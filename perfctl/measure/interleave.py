@@ -75,19 +75,22 @@ class SideData:
 def round_order(i: int, schedule: Schedule, rng: random.Random) -> tuple[str, str]:
     """Which side goes first in round ``i``.
 
-    ``abba``: rounds come in blocks of two, ABBA or BAAB, each block's way round
-    drawn from the seed. A block cancels a linear drift exactly, as a fixed
-    AB BA AB BA would; but a fixed alternation ties each side to its places in the
-    block, so anything repeating with the block's period (a job busy 1 s, idle 1 s)
-    can fall on one side block after block. Drawn, it falls on either side at
-    random: noise the interval sees, not a shift (benchmarks/README.md, "Bursty").
+    ``abba``: rounds come in blocks of two, ABBA or BAAB, and blocks in pairs of
+    one of each, the pair's order drawn from the seed. A block cancels a linear
+    drift exactly, as a fixed AB BA AB BA would; but a fixed alternation ties each
+    side to its places in the block, so anything repeating with the block's period
+    (a job busy 1 s, idle 1 s) can fall on one side block after block. Drawn, it
+    falls on either side at random: noise the interval sees, not a shift
+    (benchmarks/README.md, "Bursty"). Drawing pairs rather than single blocks
+    keeps a run of one orientation to two blocks at most.
     """
     if schedule.order == "random":
         return ("base", "head") if rng.random() < 0.5 else ("head", "base")
-    # Seeded per block, not from ``rng``: the same rounds for the same seed, whoever
-    # asks and in whatever order.
-    flipped = random.Random(f"{schedule.seed}:{i // 2}").random() < 0.5
-    base_first = (i % 2 == 0) != flipped
+    # Seeded per pair of blocks, not from ``rng``: the same rounds for the same seed,
+    # whoever asks and in whatever order.
+    abba_first = random.Random(f"{schedule.seed}:{i // 4}").random() < 0.5
+    abba = (i // 2 % 2 == 0) == abba_first  # this block's way round
+    base_first = (i % 2 == 0) == abba
     return ("base", "head") if base_first else ("head", "base")
 
 
