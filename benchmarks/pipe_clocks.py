@@ -31,14 +31,19 @@ placements asked for (``--placements``):
   the log ratio of the two would spread less than two independent means (SD about
   sqrt(2) x CV);
 * ``fixed``: ``pairs`` with the memory layout fixed (``setarch -R``: no address space
-  randomization; ``PYTHONHASHSEED=0``), to see whether the spread is the layout.
+  randomization; ``PYTHONHASHSEED=0``), to see whether the spread is the layout;
+* ``shared``: ``pairs`` without address space randomization, each pair of processes
+  given one random layout of its own (a random hash seed and a random amount of
+  environment, which moves the stack), the same for both: the layout still varies
+  from pair to pair, as a confidence interval needs, but the two sides of a pair
+  share it, so their ratio could cancel it.
 
 Each row also gives the spread of the three values *inside* a process (median CV), and
 the SD of the log ratio of consecutive processes (1-2, 3-4, ...).
 
 Usage:
     python benchmarks/pipe_clocks.py --processes 16 --trips 4000
-    python benchmarks/pipe_clocks.py --processes 24 --placements pinned,pairs,fixed
+    python benchmarks/pipe_clocks.py --processes 24 --placements pinned,pairs,fixed,shared
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import argparse
 import json
 import math
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -102,7 +108,7 @@ def worker(trips: int, cpu: int | None) -> None:
     print(json.dumps(values))
 
 
-PLACEMENTS = ("unpinned", "pinned", "pairs", "fixed")
+PLACEMENTS = ("unpinned", "pinned", "pairs", "fixed", "shared")
 
 
 def _cpu_for(placement: str, i: int, cpus: list[int]) -> int | None:
@@ -126,6 +132,12 @@ def cell(processes: int, trips: int, placement: str) -> dict[str, Any]:
         if placement == "fixed":
             cmd = ["setarch", "-R", *cmd]
             env = dict(os.environ, PYTHONHASHSEED="0")
+        elif placement == "shared":
+            cmd = ["setarch", "-R", *cmd]
+            if i % 2 == 0:  # a new layout for each pair, kept for its second process
+                rng = random.Random(i)
+                pad = "x" * rng.randrange(0, 4096, 16)
+                env = dict(os.environ, PYTHONHASHSEED=str(rng.randrange(1, 2**32 - 1)), PAD=pad)
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
         values = json.loads(out.stdout)
         for k, clock in enumerate(CLOCKS):
@@ -136,9 +148,14 @@ def cell(processes: int, trips: int, placement: str) -> dict[str, Any]:
 
 
 def _pair_sd(xs: list[float]) -> float:
-    """SD (%) of log(x[2k+1] / x[2k]): the spread of consecutive processes' ratio."""
-    logs = [math.log(xs[i + 1] / xs[i]) for i in range(0, len(xs) - 1, 2)]
-    return statistics.stdev(logs) * 100 if len(logs) > 1 else float("nan")
+    """SD (%) of log(x[2k+1] / x[2k]): the spread of consecutive processes' ratio.
+
+    NaN where a mean is not positive ("wall - waits" can go negative when both
+    processes share one CPU) or fewer than two pairs are left.
+    """
+    pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs) - 1, 2)]
+    logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
+    return statistics.stdev(logs) * 100 if len(logs) > 1 and len(logs) == len(pairs) else math.nan
 
 
 def main() -> None:
@@ -157,8 +174,8 @@ def main() -> None:
     unknown = sorted(set(placements) - set(PLACEMENTS))
     if unknown:
         ap.error(f"unknown placement {', '.join(unknown)} (choose from {', '.join(PLACEMENTS)})")
-    if "fixed" in placements and shutil.which("setarch") is None:
-        ap.error("placement fixed needs setarch (util-linux)")
+    if {"fixed", "shared"} & set(placements) and shutil.which("setarch") is None:
+        ap.error("placements fixed and shared need setarch (util-linux)")
     if args.processes < 4:
         ap.error("--processes must be at least 4 (two pairs of process means)")
     print(

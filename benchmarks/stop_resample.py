@@ -6,15 +6,17 @@ regime measured in one process per pair (``--pairing auto``), this script reads 
 comparison's per-pair log ratios ``log(head / base)`` and asks two things:
 
 1. **Is there noise a comparison's own interval cannot see?** Over the first ``k``
-   pairs of every comparison (a fixed size, so early stopping selects nothing), the
+   pairs of every comparison (a fixed size no larger than the first look, 10 pairs,
+   so early stopping selects nothing), the
    spread of the comparisons' mean ratios is set against the standard error each
    comparison's own pairs imply; and the lag-1 autocorrelation of the ratios inside
    a comparison (near ``-1/n`` when the pairs are independent, as the signed-rank
    test assumes).
 2. **What would a guard on the early "inside the band" stop buy, and cost?** Runs are
    simulated by drawing pairs (with replacement) from one comparison's own ratios,
-   re-centred on the cell's mean ratio for that head (each comparison keeps its own
-   spread; the mean is not counted twice), and stopping with perfctl's own rule
+   re-centred on the cell's mean ratio for that head (the mean of all its pairs;
+   each comparison keeps its own spread, and its mean is not counted twice), and
+   stopping with perfctl's own rule
    (``perfctl.stats.paired.compare_paired``, ``decision.is_clear``, ``decide``) from
    10 pairs to ``--last`` pairs, for each ``--widen`` factor: an early stop inside
    the ±2% band then needs the interval, widened by that factor about its estimate,
@@ -22,7 +24,9 @@ comparison's per-pair log ratios ``log(head / base)`` and asks two things:
 
 It reports, per factor: A/A ``no change`` and the median pairs it took, +2% called
 ``no change`` with an interval excluding +2% (the issue's honesty miss) or
-``regressed``, and +5% found. Nothing is measured here: it reads a cell already run.
+``regressed``, and +5% found. The verdict uses the raw p-value: the real run's
+Benjamini-Hochberg step across ``work`` and ``pipe`` can only be stricter, so alarms
+are if anything overstated. Nothing is measured here: it reads a cell already run.
 
 Usage:
     python benchmarks/stop_resample.py /tmp/perfctl-bench/noisy-20261126-232833.jsonl
@@ -47,13 +51,17 @@ STORE = Path(tempfile.gettempdir()) / "perfctl-bench" / "noisy-work" / "project"
 BAND = 0.02
 
 
-def load_ratios(results: list[Path], store: Path, design: str) -> dict[str, list[np.ndarray]]:
+def load_ratios(
+    results: list[Path], store: Path, design: str, condition: str
+) -> dict[str, list[np.ndarray]]:
     """Per head tag, each comparison's per-pair log ratios of the ``work`` regime."""
     out: dict[str, list[np.ndarray]] = {}
     for path in results:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
-            if rec.get("design") != design or not rec.get("id"):
+            if (rec.get("design"), rec.get("condition")) != (design, condition):
+                continue
+            if not rec.get("id"):
                 continue
             c = json.loads((store / "comparisons" / f"{rec['id']}.json").read_text())
             rows = [r for r in c["regimes"] if r["name"] == "work" and r.get("base_values")]
@@ -143,6 +151,7 @@ def main() -> None:
     ap.add_argument("results", nargs="+", type=Path, help="noisy_machine.py JSONL files")
     ap.add_argument("--store", type=Path, default=STORE, help="the benchmark project's .perfctl")
     ap.add_argument("--design", default="auto")
+    ap.add_argument("--condition", default="hog", help="quiet, hog or bursty: one cell")
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument(
         "--last", type=int, default=37, help="pairs the 60 s budget holds (≈1.6 s each)"
@@ -151,7 +160,9 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10, help="the fixed size for the diagnostics")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    ratios = load_ratios(args.results, args.store, args.design)
+    if args.k > 10:
+        ap.error("--k must be at most 10 (the first look): beyond it, early stops select")
+    ratios = load_ratios(args.results, args.store, args.design, args.condition)
     if not {"A2", "P2"} <= set(ratios):
         ap.error("no paired `work` rows of A→A2 and A→P2 in those results (design auto?)")
     print("\n".join(diagnostics(ratios, args.k)))
