@@ -7,7 +7,9 @@ can be judged before it ships. Usage::
     python benchmarks/sequential_sim.py --trials 400
 
 Each cell prints the share of regressed/improved/other verdicts and the mean
-number of rounds; ``--futility 0`` switches the futility stop off.
+number of rounds; ``--futility 0`` switches the futility stop off, and
+``--look-divisor`` / ``--noisy-divisor`` try other levels for the early stop on a
+change and for a noisy side.
 """
 
 from __future__ import annotations
@@ -61,11 +63,21 @@ def main() -> None:
     parser.add_argument("--futility-p", type=float, default=stats.FUTILITY_P)
     parser.add_argument("--futility-bound", type=float, default=stats.FUTILITY_BOUND)
     parser.add_argument("--futility-min-n", type=int, default=stats.FUTILITY_MIN_N)
+    parser.add_argument(
+        "--look-divisor", type=float, default=stats.LOOK_ALPHA_DIVISOR,
+        help="an early stop on a change needs p < alpha / this",
+    )  # fmt: skip
+    parser.add_argument(
+        "--noisy-divisor", type=float, default=stats.NOISY_ALPHA_DIVISOR,
+        help="a side noisier than max_cv needs p < alpha / this",
+    )  # fmt: skip
     args = parser.parse_args()
     # Candidate rules are tried by setting the module's constants.
     stats.FUTILITY_P = args.futility_p
     stats.FUTILITY_BOUND = args.futility_bound
     stats.FUTILITY_MIN_N = args.futility_min_n
+    stats.LOOK_ALPHA_DIVISOR = args.look_divisor
+    stats.NOISY_ALPHA_DIVISOR = args.noisy_divisor
     print("| futility | CV | true change | regressed | improved | other | mean rounds |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     started = time.monotonic()
