@@ -166,24 +166,23 @@ def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None
 
 
 @pytest.mark.parametrize(
-    ("change", "said"),
+    ("fields", "settings", "said"),
     [
-        ({"threshold": 0.05}, "--threshold 0.02 and 0.05"),
-        ({"alpha": 0.01}, "--alpha 0.01 and 0.05"),
-        ({"settings": {"clock": "cpu"}}, "--clock cpu and wall"),
-        ({"settings": {"pairing": "same-process"}}, "--pairing process and same-process"),
-        ({"settings": {"measure": "instructions"}}, "--measure instructions and time"),
+        ({"threshold": 0.05}, {}, "--threshold 0.02 and 0.05"),
+        ({"alpha": 0.01}, {}, "--alpha 0.01 and 0.05"),
+        ({}, {"clock": "cpu"}, "--clock cpu and wall"),
+        ({}, {"pairing": "same-process"}, "--pairing process and same-process"),
+        ({}, {"measure": "instructions"}, "--measure instructions and time"),
     ],
 )
 def test_shards_measured_or_decided_differently_are_refused(
-    repo: GitRepo, change: dict[str, object], said: str
+    repo: GitRepo, fields: dict[str, float], settings: dict[str, str], said: str
 ) -> None:
     """A merge never re-decides a shard under another band, nor mixes clocks or counters."""
     from dataclasses import replace
 
     one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
-    fields = {k: v for k, v in change.items() if k != "settings"}
-    other = replace(two, settings={**two.settings, **change.get("settings", {})}, **fields)  # type: ignore[arg-type]
+    other = replace(two, settings={**two.settings, **settings}, **fields)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="measured or decided differently") as err:
         shard.merge([one, other], "m", "now")
     assert f"({said})" in str(err.value)
