@@ -7,6 +7,7 @@ that are exact by construction (allocations) or verdicts, never timings.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from perfctl.errors import UsageError
 from perfctl.measure import counters, runner
-from perfctl.measure.interleave import Schedule
+from perfctl.measure.interleave import Schedule, round_order
 from perfctl.model import RegimeInfo
 from perfctl.stats.counters import compare_counts
 from perfctl.stats.decision import decide
@@ -143,11 +144,14 @@ def test_a_failed_process_is_never_lost_whatever_ran_beside_it(
     jobs = [(worker, tmp_path / f"v{n}", tmp_path / "side.log") for n in range(3)]
     got = counters.samples(measure, info, 10, jobs)
     assert got[0] is not None and not got[0].ok and "the regime broke" in got[0].reason
+    sched = Schedule(rounds=3, measure=measure)
     data = counters.measure_pair(
-        {"base": worker, "head": worker}, info, Schedule(rounds=3, measure=measure),
+        {"base": worker, "head": worker}, info, sched,
         {"base": tmp_path / "b.log", "head": tmp_path / "h.log"}, tmp_path / "pair",
     )  # fmt: skip
-    assert not data["base"].ok and "the regime broke" in data["base"].reason
+    # The first process is the side the seed drew to go first (ABBA or BAAB).
+    first = round_order(0, sched, random.Random(sched.seed))[0]
+    assert not data[first].ok and "the regime broke" in data[first].reason
     assert "the regime broke" in (tmp_path / "side.log").read_text()  # appended as it ended
 
 
