@@ -3,10 +3,10 @@
 Each round runs one pyperf worker process per ref, in blocks of two rounds, ABBA
 or BAAB, in pairs of one of each whose order the seed draws (or a seeded random
 order per round), so drift of the machine hits both sides equally and a periodic
-competitor does not keep to one side. The process is the unit of replication. After ``rounds`` rounds the answer is checked with
+competitor does not keep to one side. The process is the unit of replication.
+After ``rounds`` rounds the answer is checked with
 :func:`perfctl.stats.decision.is_clear`; while it is not clear, more rounds are added
-until ``max_rounds`` or the regime's time budget is reached (sequential
-sampling).
+until ``max_rounds`` or the regime's time budget is reached (sequential sampling).
 """
 
 from __future__ import annotations
