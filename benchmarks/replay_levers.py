@@ -1,0 +1,161 @@
+"""Replay a noisy-machine cell's stored values to weigh two levers no setting offers.
+
+``noisy_machine.py`` records each comparison's id; the comparisons (with every
+process's values) stay in the benchmark project's store. This script measures nothing:
+it reads a cell already run and asks two questions the issue left open.
+
+1. **Would another statistic bring the two-process regime (``pipe``, measured in
+   separate processes) within the 2% band?** No commit changes ``pipe``, so every
+   comparison of it is A/A and any estimate's distance from zero is its error. For each
+   statistic of the process means (today's Hodges–Lehmann estimate as stored, the mean,
+   the median, low quantiles and the minimum: the fastest processes are the ones no
+   other job slowed, so a "floor" might be steadier than the typical process) it
+   reports the spread of the estimates between comparisons (SD) and the largest one.
+   A 95% interval inside ±2% needs an SD of about 1% or less (2% / 1.96), before any
+   correction for several regimes: a statistic whose A/A estimates spread more cannot
+   give `no change` honestly, however it builds its interval.
+2. **Would shorter rounds make the in-process regime (``work``, paired in one process)
+   faster to decide?** A round is one duo process: 10 values a side of ``--min-time``
+   (0.05 s), a warmup each, and a start-up cost. From each stored round the per-pair
+   log ratio is computed from all its values and from the first half (the same span of
+   time half as long rounds would cover), and the variance of the two is compared
+   between rounds. Unchanged regimes stop when their interval is narrow enough, so
+   their rounds scale with that variance; a clear change stops at the 11-round floor
+   (the signed-rank test cannot reach p < 0.001 with fewer pairs). The projected time
+   ratio is rounds × seconds per round, half against full, with the start-up cost
+   taken as each cell's measured seconds per round less the values' time.
+
+Usage:
+    python benchmarks/replay_levers.py /tmp/perfctl-bench/noisy-20261126-232833.jsonl \\
+        /tmp/perfctl-bench/noisy-20261127-030630.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STORE = Path(tempfile.gettempdir()) / "perfctl-bench" / "noisy-work" / "project" / ".perfctl"
+VALUE_SECONDS = 22 * 0.05  # a duo round: (1 warmup + 10 values) a side × --min-time 0.05 s
+
+STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
+    "mean": lambda x: float(np.mean(x)),
+    "median": lambda x: float(np.median(x)),
+    "25th percentile": lambda x: float(np.quantile(x, 0.25)),
+    "10th percentile": lambda x: float(np.quantile(x, 0.10)),
+    "5th percentile": lambda x: float(np.quantile(x, 0.05)),
+    "minimum": lambda x: float(np.min(x)),
+}
+
+
+def rows(results: list[Path], store: Path, design: str) -> Iterator[tuple[dict[str, Any], Any]]:
+    """(noisy_machine record, stored comparison) for every comparison of ``design``."""
+    for path in results:
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("design") != design or not rec.get("id"):
+                continue
+            comparison = store / "comparisons" / f"{rec['id']}.json"
+            if comparison.exists():
+                yield rec, json.loads(comparison.read_text())
+
+
+def regime(comparison: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The stored row of regime ``name``, if it has values on both sides."""
+    for r in comparison["regimes"]:
+        if r["name"] == name and r.get("base_values") and r.get("head_values"):
+            return dict(r)
+    return None
+
+
+def pipe_table(results: list[Path], store: Path, design: str) -> list[str]:
+    """Question 1: the A/A spread of each statistic of ``pipe``'s process means."""
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for rec, comparison in rows(results, store, design):
+        row = regime(comparison, "pipe")
+        if row is None or row.get("pairing") != "process":
+            continue
+        cell = cells.setdefault((rec["condition"], str(rec.get("perfctl", ""))[:7]), {})
+        base = np.array([np.mean(p) for p in row["base_values"]])
+        head = np.array([np.mean(p) for p in row["head_values"]])
+        cell.setdefault("today (HL, as stored)", []).append(math.log1p(row["change"]))
+        cell.setdefault("today's CI half-width", []).append(
+            (math.log1p(row["ci_high"]) - math.log1p(row["ci_low"])) / 2
+        )
+        for name, stat in STATISTICS.items():
+            cell.setdefault(name, []).append(math.log(stat(head) / stat(base)))
+    out = [
+        "| condition (perfctl) | comparisons | statistic | A/A SD between comparisons | largest |error| |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for (condition, rev), stats in sorted(cells.items()):
+        for name, xs in stats.items():
+            a = 100 * np.array(xs)
+            if name.endswith("half-width"):
+                shown = f"median {np.median(a):.1f}% | –"
+            else:
+                shown = f"{np.std(a, ddof=1):.2f}% | {np.max(np.abs(a)):.1f}%"
+            out.append(f"| {condition} ({rev}) | {len(xs)} | {name} | {shown} |")
+    return out
+
+
+def work_table(results: list[Path], store: Path, design: str) -> list[str]:
+    """Question 2: variance of a round's log ratio from half its values, and the time."""
+    cells: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for rec, comparison in rows(results, store, design):
+        row = regime(comparison, "work")
+        if row is None or row.get("pairing") != "same-process":
+            continue
+        full, half = [], []
+        for b, h in zip(row["base_values"], row["head_values"], strict=True):
+            k = min(len(b), len(h)) // 2
+            full.append(math.log(np.mean(h) / np.mean(b)))
+            half.append(math.log(np.mean(h[:k]) / np.mean(b[:k])))
+        if len(full) < 3:
+            continue
+        key = (rec["condition"], str(rec.get("perfctl", ""))[:7], rec["head"])
+        cell = cells.setdefault(key, {"full": [], "half": [], "per_round": []})
+        # Centred per comparison: what a comparison's own interval sees.
+        cell["full"] += [x - float(np.mean(full)) for x in full]
+        cell["half"] += [x - float(np.mean(half)) for x in half]
+        seconds = rec["rows"]["work"].get("seconds")
+        if seconds:
+            cell["per_round"].append(seconds / rec["rows"]["work"]["processes"])
+    out = [
+        "| condition (perfctl) | head | rounds | SD per round, full | half | variance half/full "
+        "| s per round | projected time, half-length rounds: unchanged | clear change |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (condition, rev, head), c in sorted(cells.items()):
+        var = float(np.var(c["half"], ddof=1) / np.var(c["full"], ddof=1))
+        per_round = float(np.median(c["per_round"])) if c["per_round"] else float("nan")
+        startup = max(per_round - VALUE_SECONDS, 0.0)
+        shorter = (startup + VALUE_SECONDS / 2) / per_round
+        out.append(
+            f"| {condition} ({rev}) | {head} | {len(c['full'])} | "
+            f"{100 * np.std(c['full'], ddof=1):.2f}% | {100 * np.std(c['half'], ddof=1):.2f}% | "
+            f"{var:.2f} | {per_round:.2f} s | ×{var * shorter:.2f} | ×{shorter:.2f} |"
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="+", type=Path, help="noisy_machine.py JSONL files")
+    ap.add_argument("--store", type=Path, default=STORE, help="the benchmark project's .perfctl")
+    ap.add_argument("--design", default="auto")
+    args = ap.parse_args()
+    print("\n".join(pipe_table(args.results, args.store, args.design)))
+    print()
+    print("\n".join(work_table(args.results, args.store, args.design)))
+
+
+if __name__ == "__main__":
+    main()
