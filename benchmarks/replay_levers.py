@@ -24,10 +24,19 @@ it reads a cell already run and asks two questions the issue left open.
    (the signed-rank test cannot reach p < 0.001 with fewer pairs). The projected time
    ratio is rounds × seconds per round, half against full, with the start-up cost
    taken as each cell's measured seconds per round less the values' time.
+3. **And through the stopping rule?** ``--sequential`` replays runs round by round with
+   perfctl's own rule (``compare_paired``, ``is_clear``, ``decide``; first look at 10
+   rounds, the 60 s budget in seconds), drawing rounds with replacement from one
+   comparison's own rounds (re-centred on the cell's mean ratio for that head, as
+   ``stop_resample.py`` does) under three schedules: every round full (today), every
+   round half as long, and the first 11 rounds half as long then full ones. A half
+   round's ratio is that stored round's first half, its time the start-up plus half
+   the values' time. It reports A/A ``no change`` and false verdicts, +5% found, +2%
+   ``no change`` with an interval excluding +2%, and the median time per regime.
 
 Usage:
     python benchmarks/replay_levers.py /tmp/perfctl-bench/noisy-20261126-232833.jsonl \\
-        /tmp/perfctl-bench/noisy-20261127-030630.jsonl
+        /tmp/perfctl-bench/noisy-20261127-030630.jsonl --sequential 300
 """
 
 from __future__ import annotations
@@ -42,7 +51,14 @@ from typing import Any
 
 import numpy as np
 
+from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
+from perfctl.stats import decision
+from perfctl.stats.paired import compare_paired
+
 STORE = Path(tempfile.gettempdir()) / "perfctl-bench" / "noisy-work" / "project" / ".perfctl"
+BAND = 0.02
+BUDGET = 60.0  # compare's default time budget per regime
+FLOOR = 11  # the fewest pairs whose signed-rank p can fall below 0.001
 VALUE_SECONDS = 22 * 0.05  # a duo round: (1 warmup + 10 values) a side × --min-time 0.05 s
 
 STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
@@ -106,9 +122,15 @@ def pipe_table(results: list[Path], store: Path, design: str) -> list[str]:
     return out
 
 
-def work_table(results: list[Path], store: Path, design: str) -> list[str]:
-    """Question 2: variance of a round's log ratio from half its values, and the time."""
-    cells: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+Cell = tuple[str, str, str]  # condition, perfctl revision, head
+
+
+def work_rounds(
+    results: list[Path], store: Path, design: str
+) -> dict[Cell, list[tuple[np.ndarray, np.ndarray, float]]]:
+    """Per cell, each comparison's per-round log ratios (all values, first half) and
+    its seconds per round, for the ``work`` regime paired in one process."""
+    cells: dict[Cell, list[tuple[np.ndarray, np.ndarray, float]]] = {}
     for rec, comparison in rows(results, store, design):
         row = regime(comparison, "work")
         if row is None or row.get("pairing") != "same-process":
@@ -118,31 +140,93 @@ def work_table(results: list[Path], store: Path, design: str) -> list[str]:
             k = min(len(b), len(h)) // 2
             full.append(math.log(np.mean(h) / np.mean(b)))
             half.append(math.log(np.mean(h[:k]) / np.mean(b[:k])))
-        if len(full) < 3:
+        work = rec["rows"]["work"]
+        if len(full) < 3 or not work.get("seconds"):
             continue
         key = (rec["condition"], str(rec.get("perfctl", ""))[:7], rec["head"])
-        cell = cells.setdefault(key, {"full": [], "half": [], "per_round": []})
-        # Centred per comparison: what a comparison's own interval sees.
-        cell["full"] += [x - float(np.mean(full)) for x in full]
-        cell["half"] += [x - float(np.mean(half)) for x in half]
-        seconds = rec["rows"]["work"].get("seconds")
-        if seconds:
-            cell["per_round"].append(seconds / rec["rows"]["work"]["processes"])
+        per_round = work["seconds"] / work["processes"]
+        cells.setdefault(key, []).append((np.array(full), np.array(half), per_round))
+    return cells
+
+
+def work_table(cells: dict[Cell, list[tuple[np.ndarray, np.ndarray, float]]]) -> list[str]:
+    """Question 2: variance of a round's log ratio from half its values, and the time."""
     out = [
         "| condition (perfctl) | head | rounds | SD per round, full | half | variance half/full "
         "| s per round | projected time, half-length rounds: unchanged | clear change |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for (condition, rev, head), c in sorted(cells.items()):
-        var = float(np.var(c["half"], ddof=1) / np.var(c["full"], ddof=1))
-        per_round = float(np.median(c["per_round"])) if c["per_round"] else float("nan")
+    for (condition, rev, head), comps in sorted(cells.items()):
+        # Centred per comparison: what a comparison's own interval sees.
+        full = np.concatenate([f - f.mean() for f, _, _ in comps])
+        half = np.concatenate([h - h.mean() for _, h, _ in comps])
+        var = float(np.var(half, ddof=1) / np.var(full, ddof=1))
+        per_round = float(np.median([t for _, _, t in comps]))
         startup = max(per_round - VALUE_SECONDS, 0.0)
         shorter = (startup + VALUE_SECONDS / 2) / per_round
         out.append(
-            f"| {condition} ({rev}) | {head} | {len(c['full'])} | "
-            f"{100 * np.std(c['full'], ddof=1):.2f}% | {100 * np.std(c['half'], ddof=1):.2f}% | "
+            f"| {condition} ({rev}) | {head} | {full.size} | "
+            f"{100 * np.std(full, ddof=1):.2f}% | {100 * np.std(half, ddof=1):.2f}% | "
             f"{var:.2f} | {per_round:.2f} s | ×{var * shorter:.2f} | ×{shorter:.2f} |"
         )
+    return out
+
+
+SCHEDULES = {"full (today)": 0, "half": 10**6, f"half for {FLOOR}, then full": FLOOR}
+
+
+def one_run(
+    rng: np.random.Generator, full: np.ndarray, half: np.ndarray, per_round: float, short: int
+) -> tuple[str, float, decision.Change]:
+    """One replayed comparison: (verdict, seconds, change); rounds before ``short`` half."""
+    startup = max(per_round - VALUE_SECONDS, 0.0)
+    ratios: list[float] = []
+    spent = 0.0
+    while True:
+        j = int(rng.integers(full.size))
+        is_half = len(ratios) < short
+        ratios.append(float(half[j] if is_half else full[j]))
+        spent += startup + VALUE_SECONDS * (0.5 if is_half else 1.0)
+        if len(ratios) < 10:
+            continue
+        change = compare_paired([(1.0,)] * len(ratios), [(math.exp(x),) for x in ratios])
+        if spent >= BUDGET or decision.is_clear(change, threshold=BAND):
+            break
+    spread = float(np.std(ratios, ddof=1))
+    verdict, _ = decision.decide(
+        change, change.p_value, threshold=BAND, alpha=0.05, base_cv=spread, head_cv=spread
+    )
+    return str(verdict), spent, change
+
+
+def sequential_table(
+    cells: dict[Cell, list[tuple[np.ndarray, np.ndarray, float]]], trials: int, seed: int
+) -> list[str]:
+    """Question 3: each schedule through perfctl's stopping rule, per cell and head."""
+    out = [
+        "| condition (perfctl) | head | schedule | no change | regressed | improved "
+        "| no change excluding +2% | median s |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for (condition, rev, head), comps in sorted(cells.items()):
+        grand = float(np.mean(np.concatenate([f for f, _, _ in comps])))
+        # Each comparison keeps its own spread, re-centred on the cell's mean ratio.
+        pools = [(f - f.mean() + grand, h - f.mean() + grand, t) for f, h, t in comps]
+        for name, short in SCHEDULES.items():
+            rng = np.random.default_rng(seed)
+            runs = [one_run(rng, *pools[rng.integers(len(pools))], short) for _ in range(trials)]
+            count = {v: sum(r[0] == v for r in runs) for v in (NO_CHANGE, REGRESSED, IMPROVED)}
+            # The honesty miss is +2%'s alone (an A/A interval should exclude +2%).
+            excl = (
+                f"{sum(v == NO_CHANGE and c.ci_high < BAND for v, _, c in runs)}/{trials}"
+                if head == "P2"
+                else "–"
+            )
+            out.append(
+                f"| {condition} ({rev}) | {head} | {name} | {count[NO_CHANGE]}/{trials} | "
+                f"{count[REGRESSED]}/{trials} | {count[IMPROVED]}/{trials} | "
+                f"{excl} | {np.median([s for _, s, _ in runs]):.0f} s |"
+            )
     return out
 
 
@@ -151,10 +235,22 @@ def main() -> None:
     ap.add_argument("results", nargs="+", type=Path, help="noisy_machine.py JSONL files")
     ap.add_argument("--store", type=Path, default=STORE, help="the benchmark project's .perfctl")
     ap.add_argument("--design", default="auto")
+    ap.add_argument(
+        "--sequential",
+        type=int,
+        default=0,
+        metavar="TRIALS",
+        help="also replay the round schedules, TRIALS runs per cell and head",
+    )
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     print("\n".join(pipe_table(args.results, args.store, args.design)))
     print()
-    print("\n".join(work_table(args.results, args.store, args.design)))
+    cells = work_rounds(args.results, args.store, args.design)
+    print("\n".join(work_table(cells)))
+    if args.sequential:
+        print()
+        print("\n".join(sequential_table(cells, args.sequential, args.seed)), flush=True)
 
 
 if __name__ == "__main__":
