@@ -6,7 +6,7 @@ true change) and 5 unchanged, quiet reference regimes; the real per-family corre
 (``perfctl.stats.verdicts.adjust``) is replayed pooled (one family, the old rule) and
 with the references as their own family (the rule perfctl uses).
 
-``cv-boundary``: does the ``max_cv`` limit (10%: above it significance needs α/5) let
+``cv-boundary``: does the ``max_cv`` limit (10%: above it significance needs α/10) let
 false "regressed"/"improved" through more often than α says when the sample CV lands
 just under the limit? A/A comparisons at true CVs around 10%, bucketed by the larger
 sample CV of the two sides, fixed size or sequential (10 → 80 rounds).

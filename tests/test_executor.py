@@ -131,6 +131,26 @@ def test_a_smaller_alpha_needs_more_rounds(tmp_path: Path) -> None:
     assert rounds[0.001] > rounds[0.05]
 
 
+def test_a_noisy_regression_among_ten_is_sampled_until_the_correction_keeps_it(
+    tmp_path: Path,
+) -> None:
+    # Process CV 25%, 3x slower: alone, 7 processes a side wholly apart (p = 0.00058)
+    # stop it. Among ten regimes that p adjusts to 0.0058, over a noisy side's
+    # alpha / 10, so sampling goes on to p < 0.0005 and the verdict holds.
+    noisy = {("a", "slow"): Dist(1e-3, cv=0.25), ("b", "slow"): Dist(3e-3, cv=0.25)}
+    alone = FakeExecutor(noisy)
+    c = _compare(tmp_path / "alone", alone, _settings())
+    assert _row(c, "slow").verdict == "regressed"
+    quiet = {(ref, f"same{i}"): Dist(1e-3, cv=0.01) for i in range(9) for ref in "ab"}
+    suite = FakeExecutor({**noisy, **quiet})
+    c = _compare(tmp_path / "suite", suite, _settings())
+    row = _row(c, "slow")
+    assert row.verdict == "regressed", row.reason
+    assert row.p_adjusted is not None and row.p_adjusted < 0.005
+    rounds = {f.calls.count(("process", "a", "slow")) for f in (alone, suite)}
+    assert len(rounds) == 2 and max(rounds) == suite.calls.count(("process", "a", "slow"))
+
+
 def test_the_same_code_stops_inside_the_noise_band(tmp_path: Path) -> None:
     same = {("a", "work"): Dist(1e-3, cv=0.002), ("b", "work"): Dist(1e-3, cv=0.002)}
     fake = FakeExecutor(same)

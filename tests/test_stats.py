@@ -311,6 +311,9 @@ def test_noisy_sides_need_a_stricter_level() -> None:
     assert decide(wide, p_adj=0.03, cvs=(0.15, 0.15))[0] == INCONCLUSIVE
     assert decide(wide, p_adj=0.03, cvs=(0.05, 0.05))[0] == REGRESSED
     assert decide(wide, p_adj=0.001, cvs=(0.15, 0.15))[0] == REGRESSED
+    # alpha / 10, not / 5: the bursty cell's false `improved` had p_adj 0.0057.
+    assert decide(wide, p_adj=0.0057, cvs=(0.15, 0.15))[0] == INCONCLUSIVE
+    assert decide(wide, p_adj=0.0049, cvs=(0.15, 0.15))[0] == REGRESSED
 
 
 def test_too_few_processes_is_inconclusive() -> None:
@@ -364,6 +367,43 @@ def test_is_clear_needs_haybittle_peto_significance_to_stop_on_a_change() -> Non
     assert decide(c, p_adj=c.p_value)[0] == REGRESSED
     assert not stats.is_clear(c, threshold=0.02)
     assert stats.is_clear(c, threshold=0.02, alpha=0.2)
+
+
+def test_a_noisy_early_stop_needs_a_p_its_family_correction_keeps() -> None:
+    # Stopped at p = 0.0008 among ten regimes, a noisy regime would be adjusted to
+    # 0.008 > alpha / 10 and left inconclusive: sampling goes on below 0.0005 instead.
+    assert stats.look_level(0.05) == pytest.approx(0.001)
+    assert stats.look_level(0.05, family=10) == pytest.approx(0.001)  # not noisy: alpha/50
+    assert stats.look_level(0.05, family=10, noisy=True) == pytest.approx(0.0005)
+    assert stats.look_level(0.05, family=3, noisy=True) == pytest.approx(0.001)
+    c = change(0.50, 0.30, 0.70, p=0.0008)
+    assert stats.is_clear(c, threshold=0.02, family=10)
+    assert stats.is_clear(c, threshold=0.02, noisy=True)
+    assert not stats.is_clear(c, threshold=0.02, family=10, noisy=True)
+    assert stats.is_clear(change(0.50, 0.30, 0.70, p=0.0004), threshold=0.02, family=10, noisy=True)
+    assert decide(c, p_adj=0.0008 * 10, cvs=(0.2, 0.2))[0] == INCONCLUSIVE
+    assert decide(c, p_adj=0.0004 * 10, cvs=(0.2, 0.2))[0] == REGRESSED
+
+
+def test_the_stopping_rule_judges_the_noise_decide_will_judge() -> None:
+    """Paired: the spread of the ratios (11 rounds all slower: p = 2/2**11 < 0.001);
+    apart: the sides' CVs. Noisy, the family counts; quiet, it does not."""
+    from perfctl.jobs.settings import COMPARE_DEFAULT, stopping_rule
+
+    rng = np.random.default_rng(3)
+    base: Processes = [(1.0,)] * 12
+    head: Processes = [(float(r),) for r in np.exp(rng.uniform(0.4, 1.0, 12))]  # spread ~17%
+    paired = {f: stopping_rule(COMPARE_DEFAULT, "same-process", f) for f in (1, 10)}
+    assert paired[1](base[:11], head[:11])
+    assert not paired[10](base[:11], head[:11])  # 0.00098 * 10 > alpha / 10
+    assert paired[10](base, head)  # 12 rounds: 0.00049 * 10 < alpha / 10
+    tight: Processes = [(2.0 + 0.001 * i,) for i in range(11)]  # the same p, a spread under 1%
+    assert stopping_rule(COMPARE_DEFAULT, "same-process", 10)(base[:11], tight)
+    noisy_base: Processes = [(float(x),) for x in rng.lognormal(0.0, 0.2, 7)]
+    noisy_head: Processes = [(float(x) * 10,) for x in rng.lognormal(0.0, 0.2, 7)]
+    apart = {f: stopping_rule(COMPARE_DEFAULT, "process", f) for f in (1, 10)}
+    assert apart[1](noisy_base, noisy_head)  # 7 a side wholly apart: p = 0.00058
+    assert not apart[10](noisy_base, noisy_head)
 
 
 def test_is_clear_stops_for_futility_once_a_worthwhile_change_is_ruled_out() -> None:

@@ -106,7 +106,7 @@ def compare_refs(
         sides = _prepare(config, base, head, files, settings, say, executor)
         key = _resume_key(sides, files, settings)
         done = _attach_runs(config, store, sides, key, settings, say)
-        names = _selected(sides, settings)
+        names, family = _selected(sides, settings)
         # Sampled around every regime: a 1-minute average would miss a busy spell
         # in the middle of a long comparison.
         loads = [executor.load()]
@@ -114,7 +114,7 @@ def compare_refs(
         measured = {}
         for n in names:
             measured[n] = done.get(n) or _measure_regime(
-                config, store, sides, files, n, settings, say, executor, quiet
+                config, store, sides, files, n, settings, say, executor, quiet, family
             )
             loads.append(executor.load())
         comparison = _assemble(config, sides, measured, settings)
@@ -218,7 +218,8 @@ def _probe(
     return {i.name: i for i in infos}, ""
 
 
-def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
+def _selected(sides: dict[str, _Side], settings: CompareSettings) -> tuple[list[str], int]:
+    """The regimes to measure here, and how many the correction counts (every shard's)."""
     merged: dict[str, RegimeInfo] = {}
     for side in SIDES:
         merged.update(sides[side].infos)
@@ -226,9 +227,10 @@ def _selected(sides: dict[str, _Side], settings: CompareSettings) -> list[str]:
         errors = "; ".join(sides[s].load_error for s in SIDES if sides[s].load_error)
         raise RegimeLoadError(errors or "no regimes found", "fix the regimes file")
     chosen = discovery.select(list(merged.values()), settings.globs, settings.family)
+    family = len(chosen)
     if settings.shard is not None:
         chosen = split(chosen, settings.shard)
-    return [c.name for c in chosen]
+    return [c.name for c in chosen], family
 
 
 def _worker(
@@ -248,6 +250,7 @@ def _measure_regime(
     say: Progress,
     executor: Executor,
     quiet: Quiet,
+    family: int,
 ) -> dict[str, RegimeResult]:
     infos = {s: sides[s].infos.get(name) for s in SIDES}
     early = unmeasurable({s: sides[s].load_error or "" for s in SIDES}, infos, name)
@@ -259,7 +262,7 @@ def _measure_regime(
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
     pairing = settings.schedule.pairing
-    clear = stopping_rule(settings, pairing)
+    clear = stopping_rule(settings, pairing, family)
 
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
@@ -281,7 +284,7 @@ def _measure_regime(
         elif pairing == "auto":
             data = duo.measure_auto(
                 workers, info, settings.schedule, logs, Path(tmp),
-                partial(stopping_rule, settings), say_round, executor, hold,
+                partial(stopping_rule, settings, family=family), say_round, executor, hold,
             )  # fmt: skip
         elif pairing == "same-process":
             data = duo.measure_same_process(
@@ -377,7 +380,9 @@ def _confirm(
         return c
     again = replace(settings, schedule=replace(settings.schedule, seed=settings.schedule.seed + 1))
     remeasured = {
-        n: _measure_regime(config, store, sides, files, n, again, say, executor, quiet)
+        n: _measure_regime(
+            config, store, sides, files, n, again, say, executor, quiet, len(flagged)
+        )
         for n in flagged
     }
     rows = {

@@ -330,16 +330,25 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def stopping_rule(settings: CompareSettings, pairing: str) -> IsClear:
+def stopping_rule(settings: CompareSettings, pairing: str, family: int = 1) -> IsClear:
     """The sequential-sampling check: whether the rounds so far give a clear answer
-    (``pairing``: how they are measured, "process" or "same-process")."""
+    (``pairing``: how they are measured, "process" or "same-process"; ``family``: how
+    many regimes the verdicts' correction will count)."""
     from perfctl.stats import decision as stats
-    from perfctl.stats.paired import compare_paired
+    from perfctl.stats.paired import compare_paired, ratio_cv
+    from perfctl.stats.summary import process_cv
 
     paired = pairing == "same-process"
 
     def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
-        change = compare_paired(b, h) if paired else stats.compare_sides(b, h)
-        return stats.is_clear(change, threshold=settings.threshold, alpha=settings.alpha)
+        if paired:
+            change = compare_paired(b, h)
+            noisy = stats.is_noisy(ratio_cv(b, h), 0.0)  # decide judges the pairs' spread
+        else:
+            change = stats.compare_sides(b, h)
+            noisy = stats.is_noisy(process_cv(b), process_cv(h))
+        return stats.is_clear(
+            change, threshold=settings.threshold, alpha=settings.alpha, family=family, noisy=noisy
+        )
 
     return clear

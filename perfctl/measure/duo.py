@@ -33,7 +33,7 @@ DUO_VALUES = 10
 # The fewest rounds (--max-rounds) --pairing auto pairs in one process: the exact
 # Wilcoxon p-value of n pairs is at least 2/2**n, where n processes a side reach far
 # lower unpaired (8: 0.0078 against 0.00016). An early stop on a change needs p < 0.001
-# (11 pairs), and a noisy side's verdict alpha/5 after Benjamini-Hochberg: with 8 pairs
+# (11 pairs), and a noisy side's verdict alpha/10 after Benjamini-Hochberg: with 8 pairs
 # a 5x slowdown in a family of three came out inconclusive on a busy runner.
 AUTO_MIN_ROUNDS = 12
 

@@ -29,6 +29,11 @@ def process_means(processes: Processes) -> np.ndarray:
     return np.array([math.fsum(p) / len(p) for p in processes if len(p) > 0], dtype=float)
 
 
+def process_cv(processes: Processes) -> float:
+    """The CV of the process means: what ``summarize`` reports and ``decide`` judges."""
+    return _cv(process_means(processes))
+
+
 def _means_of(processes: Processes, side: str) -> np.ndarray:
     means = process_means(processes)
     if means.size == 0:
