@@ -131,24 +131,47 @@ def test_a_smaller_alpha_needs_more_rounds(tmp_path: Path) -> None:
     assert rounds[0.001] > rounds[0.05]
 
 
+NOISY_SLOWER = {
+    # Apart: process CV 25%. Paired in one process: the values' own 30% spread leaves
+    # the per-pair ratios ~13% apart, over max_cv too. Three times slower either way.
+    ("a", "slow"): Dist(1e-3, cv=0.25, within=0.3),
+    ("b", "slow"): Dist(3e-3, cv=0.25, within=0.3),
+}
+NINE_SAME = {(ref, f"same{i}"): Dist(1e-3, cv=0.01) for i in range(9) for ref in "ab"}
+
+
+def _slow_rounds(fake: FakeExecutor) -> int:
+    """Rounds of the noisy regime: base's timed processes (a duo process holds both)."""
+    timed = [(ref, name) for kind, ref, name in fake.calls if kind in ("process", "duo")]
+    return timed.count(("a", "slow"))
+
+
+@pytest.mark.parametrize(("pairing", "alone", "among_ten"), [("process", 7, 8), ("auto", 11, 12)])
 def test_a_noisy_regression_among_ten_is_sampled_until_the_correction_keeps_it(
-    tmp_path: Path,
+    tmp_path: Path, pairing: str, alone: int, among_ten: int
 ) -> None:
-    # Process CV 25%, 3x slower: alone, 7 processes a side wholly apart (p = 0.00058)
-    # stop it. Among ten regimes that p adjusts to 0.0058, over a noisy side's
-    # alpha / 10, so sampling goes on to p < 0.0005 and the verdict holds.
-    noisy = {("a", "slow"): Dist(1e-3, cv=0.25), ("b", "slow"): Dist(3e-3, cv=0.25)}
-    alone = FakeExecutor(noisy)
-    c = _compare(tmp_path / "alone", alone, _settings())
-    assert _row(c, "slow").verdict == "regressed"
-    quiet = {(ref, f"same{i}"): Dist(1e-3, cv=0.01) for i in range(9) for ref in "ab"}
-    suite = FakeExecutor({**noisy, **quiet})
-    c = _compare(tmp_path / "suite", suite, _settings())
-    row = _row(c, "slow")
+    # Alone, 7 processes a side wholly apart (p = 0.00058), or 11 pairs all slower
+    # (2/2**11), stop it. Among ten regimes that p adjusts to 0.0058 or 0.0098, over a
+    # noisy side's alpha / 10, so sampling goes on (p < 0.0005) and the verdict holds.
+    settings = _settings(pairing=pairing)
+    lone = FakeExecutor(NOISY_SLOWER)
+    assert _row(_compare(tmp_path / "alone", lone, settings), "slow").verdict == "regressed"
+    suite = FakeExecutor({**NOISY_SLOWER, **NINE_SAME})
+    row = _row(_compare(tmp_path / "suite", suite, settings), "slow")
     assert row.verdict == "regressed", row.reason
     assert row.p_adjusted is not None and row.p_adjusted < 0.005
-    rounds = {f.calls.count(("process", "a", "slow")) for f in (alone, suite)}
-    assert len(rounds) == 2 and max(rounds) == suite.calls.count(("process", "a", "slow"))
+    assert (_slow_rounds(lone), _slow_rounds(suite)) == (alone, among_ten)
+
+
+def test_a_shard_samples_for_the_correction_of_every_shards_regimes(tmp_path: Path) -> None:
+    # Shard 2 of 2 measures five of the ten regimes ("slow" among them); merge decides
+    # all ten together, so it samples as the whole suite does.
+    from perfctl.jobs.shard import Shard
+
+    fake = FakeExecutor({**NOISY_SLOWER, **NINE_SAME})
+    c = _compare(tmp_path, fake, replace(_settings(), shard=Shard(2, 2, "run")))
+    assert len(c.regimes) == 5
+    assert _slow_rounds(fake) == 8
 
 
 def test_the_same_code_stops_inside_the_noise_band(tmp_path: Path) -> None:

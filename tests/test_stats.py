@@ -376,6 +376,7 @@ def test_a_noisy_early_stop_needs_a_p_its_family_correction_keeps() -> None:
     assert stats.look_level(0.05, family=10) == pytest.approx(0.001)  # not noisy: alpha/50
     assert stats.look_level(0.05, family=10, noisy=True) == pytest.approx(0.0005)
     assert stats.look_level(0.05, family=3, noisy=True) == pytest.approx(0.001)
+    assert stats.look_level(0.05, family=100) == pytest.approx(0.0005)  # quiet: alpha/100
     c = change(0.50, 0.30, 0.70, p=0.0008)
     assert stats.is_clear(c, threshold=0.02, family=10)
     assert stats.is_clear(c, threshold=0.02, noisy=True)
@@ -386,24 +387,29 @@ def test_a_noisy_early_stop_needs_a_p_its_family_correction_keeps() -> None:
 
 
 def test_the_stopping_rule_judges_the_noise_decide_will_judge() -> None:
-    """Paired: the spread of the ratios (11 rounds all slower: p = 2/2**11 < 0.001);
-    apart: the sides' CVs. Noisy, the family counts; quiet, it does not."""
+    """Paired: the spread of the per-round ratios, not the sides' CVs; apart: the sides'
+    CVs. Noisy, the family counts (11 rounds all slower: p = 2/2**11); quiet, not yet."""
     from perfctl.jobs.settings import COMPARE_DEFAULT, stopping_rule
 
     rng = np.random.default_rng(3)
-    base: Processes = [(1.0,)] * 12
-    head: Processes = [(float(r),) for r in np.exp(rng.uniform(0.4, 1.0, 12))]  # spread ~17%
+    rounds = rng.lognormal(0.0, 0.3, 12)  # each round's own speed: sides' CVs ~30%
+    base: Processes = [(float(r),) for r in rounds]
+    slower = np.exp(rng.uniform(0.4, 1.0, 12))  # the ratios: ~17% apart
+    noisy: Processes = [(float(r * x),) for r, x in zip(rounds, slower, strict=True)]
+    tight: Processes = [(float(r * 2.0 * (1 + 0.001 * i)),) for i, r in enumerate(rounds)]
     paired = {f: stopping_rule(COMPARE_DEFAULT, "same-process", f) for f in (1, 10)}
-    assert paired[1](base[:11], head[:11])
-    assert not paired[10](base[:11], head[:11])  # 0.00098 * 10 > alpha / 10
-    assert paired[10](base, head)  # 12 rounds: 0.00049 * 10 < alpha / 10
-    tight: Processes = [(2.0 + 0.001 * i,) for i in range(11)]  # the same p, a spread under 1%
-    assert stopping_rule(COMPARE_DEFAULT, "same-process", 10)(base[:11], tight)
+    assert paired[1](base[:11], noisy[:11])
+    assert not paired[10](base[:11], noisy[:11])  # 0.00098 * 10 > alpha / 10: on to 12
+    assert paired[10](base, noisy)  # 0.00049 * 10 < alpha / 10
+    assert paired[10](base[:11], tight[:11])  # ratios within 1%, however noisy each side
+    apart = {f: stopping_rule(COMPARE_DEFAULT, "process", f) for f in (1, 10)}
     noisy_base: Processes = [(float(x),) for x in rng.lognormal(0.0, 0.2, 7)]
     noisy_head: Processes = [(float(x) * 10,) for x in rng.lognormal(0.0, 0.2, 7)]
-    apart = {f: stopping_rule(COMPARE_DEFAULT, "process", f) for f in (1, 10)}
     assert apart[1](noisy_base, noisy_head)  # 7 a side wholly apart: p = 0.00058
     assert not apart[10](noisy_base, noisy_head)
+    quiet_base: Processes = [(1.0 + 0.001 * i,) for i in range(7)]
+    quiet_head: Processes = [(10.0 + 0.01 * i,) for i in range(7)]
+    assert apart[10](quiet_base, quiet_head)  # quiet: 0.00058 * 10 < alpha
 
 
 def test_is_clear_stops_for_futility_once_a_worthwhile_change_is_ruled_out() -> None:

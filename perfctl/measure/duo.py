@@ -34,7 +34,8 @@ DUO_VALUES = 10
 # Wilcoxon p-value of n pairs is at least 2/2**n, where n processes a side reach far
 # lower unpaired (8: 0.0078 against 0.00016). An early stop on a change needs p < 0.001
 # (11 pairs), and a noisy side's verdict alpha/10 after Benjamini-Hochberg: with 8 pairs
-# a 5x slowdown in a family of three came out inconclusive on a busy runner.
+# a 5x slowdown in a family of three came out inconclusive on a busy runner. At 12 a
+# lone noisy change can still be called among up to 10 regimes (2/2**12 x 10 < 0.005).
 AUTO_MIN_ROUNDS = 12
 
 IsClear = Callable[[list[tuple[float, ...]], list[tuple[float, ...]]], bool]

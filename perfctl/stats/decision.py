@@ -75,8 +75,9 @@ MAX_CV = 0.10  # decide()'s default max_cv; `perfctl run`'s table flags a regime
 # a Haybittle-Peto boundary. Under A/A, the band alone stops nothing once the
 # CI is narrow, so the risk of looking after every round sits in the early,
 # wide looks, and most of all in noisy data the band cannot filter; a strict
-# level there keeps 10 -> 100 round schedules at <= 1.7% false verdicts
-# (simulated, CV 3-25%), where the final analysis keeps its full alpha.
+# level there keeps 10 -> 100 round schedules at <= 1.0% false verdicts at
+# CV 12-25% with a noisy side at alpha / 10 (1.7% at alpha / 5; simulated), where
+# the final analysis keeps its full alpha.
 LOOK_ALPHA_DIVISOR = 50.0
 
 # ... and the CI, widened by this factor about the estimate, wholly beyond the
@@ -321,14 +322,14 @@ def is_noisy(base_cv: float, head_cv: float, max_cv: float = MAX_CV) -> bool:
 
 
 def look_level(alpha: float, *, family: int = 1, noisy: bool = False) -> float:
-    """The raw p an early stop on a change needs: ``alpha / LOOK_ALPHA_DIVISOR``, and in
-    noisy data also ``alpha / NOISY_ALPHA_DIVISOR`` after a Bonferroni correction for the
-    ``family`` regimes compared (Benjamini-Hochberg never adjusts more), so that a
-    change sampling stopped on is not then left inconclusive by the correction."""
-    level = alpha / LOOK_ALPHA_DIVISOR
-    if noisy:
-        level = min(level, alpha / (NOISY_ALPHA_DIVISOR * max(family, 1)))
-    return level
+    """The raw p an early stop on a change needs: ``alpha / LOOK_ALPHA_DIVISOR``, and
+    also the verdict's own level (``alpha``, or ``alpha / NOISY_ALPHA_DIVISOR`` in noisy
+    data) after a Bonferroni correction for the ``family`` regimes compared
+    (Benjamini-Hochberg never adjusts more), so that a change sampling stopped on is
+    not then left inconclusive by the correction (noisy data among more than 5
+    regimes; quiet data among more than 50)."""
+    final = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
+    return min(alpha / LOOK_ALPHA_DIVISOR, final / max(family, 1))
 
 
 def is_clear(
@@ -344,12 +345,13 @@ def is_clear(
     """Whether more rounds would not change the answer, so sampling can stop.
 
     True once the CI lies wholly inside the noise band, or wholly beyond it
-    with a raw p below :func:`look_level` (0.001, less in noisy data compared
-    among more than five regimes), judged on the CI widened by ``LOOK_WIDENING``. The runner looks after every round, and
-    stopping at the first lucky look would multiply the false verdicts
-    (simulated 10 -> 60 rounds: up to 3.6% A/A with the plain 95% CI and
-    p < alpha, <= 1.2% with these guards). "Inside" needs no guard; stopping
-    there cannot produce a regression.
+    with a raw p below :func:`look_level` (0.001, less in noisy data among more
+    than five regimes), judged on the CI widened by ``LOOK_WIDENING``. The
+    runner looks after every round, and stopping at the first lucky look would
+    multiply the false verdicts (simulated 10 -> 60 rounds: up to 3.6% A/A with
+    the plain 95% CI and p < alpha, <= 1.0% with these guards and a noisy side
+    at alpha / 10). "Inside" needs no guard; stopping there cannot produce a
+    regression.
     """
     if any(n is not None and n < n_min for n in (change.n_base, change.n_head)):
         return False
