@@ -252,10 +252,13 @@ def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[V
 
 
 def _not_significant(
-    change: Change, p_adjusted: float, threshold: float, noisy: str | None
+    change: Change, p_adjusted: float, threshold: float, noisy: str | None, level: float
 ) -> tuple[Verdict, str]:
     if noisy:
-        return INCONCLUSIVE, f"{noisy}; adjusted p={p_adjusted:.2g}"
+        # A p under alpha that is not significant needs saying why.
+        stricter = p_adjusted < level * NOISY_ALPHA_DIVISOR
+        needs = f" (at this noise it needs p < {level:.2g})" if stricter else ""
+        return INCONCLUSIVE, f"{noisy}; adjusted p={p_adjusted:.2g}{needs}"
     if change.ci_low > threshold or change.ci_high < -threshold:
         # Too few processes for the rank test to reach alpha (3 vs 3 never
         # can); calling that "no change" would hide a likely change.
@@ -313,7 +316,7 @@ def decide(
     level = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
     if p_adjusted < level:
         return _significant(change, p_adjusted, threshold)
-    return _not_significant(change, p_adjusted, threshold, noisy)
+    return _not_significant(change, p_adjusted, threshold, noisy, level)
 
 
 def is_noisy(base_cv: float, head_cv: float, max_cv: float = MAX_CV) -> bool:
