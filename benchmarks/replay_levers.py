@@ -44,18 +44,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from stop_resample import cell_arguments  # the same cells, named alike
 
 from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
 from perfctl.stats import decision
 from perfctl.stats.paired import compare_paired
 
-STORE = Path(tempfile.gettempdir()) / "perfctl-bench" / "noisy-work" / "project" / ".perfctl"
 BAND = 0.02
 BUDGET = 60.0  # compare's default time budget per regime
 FLOOR = 11  # the fewest pairs whose signed-rank p can fall below 0.001
@@ -232,9 +231,7 @@ def sequential_table(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", nargs="+", type=Path, help="noisy_machine.py JSONL files")
-    ap.add_argument("--store", type=Path, default=STORE, help="the benchmark project's .perfctl")
-    ap.add_argument("--design", default="auto")
+    cell_arguments(ap)
     ap.add_argument(
         "--sequential",
         type=int,

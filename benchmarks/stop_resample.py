@@ -146,11 +146,16 @@ def simulate(
     return got
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cell_arguments(ap: argparse.ArgumentParser) -> None:
+    """The arguments that name stored noisy-machine cells (replay_levers.py shares them)."""
     ap.add_argument("results", nargs="+", type=Path, help="noisy_machine.py JSONL files")
     ap.add_argument("--store", type=Path, default=STORE, help="the benchmark project's .perfctl")
     ap.add_argument("--design", default="auto")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cell_arguments(ap)
     ap.add_argument("--condition", default="hog", help="quiet, hog or bursty: one cell")
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument(
