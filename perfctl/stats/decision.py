@@ -26,9 +26,9 @@ Why it looks like this (see "How perfctl decides" in the README for the user-fac
   reach alpha/10 to be significant, because a band dwarfed by the noise no
   longer filters out chance results.
 * **Sequential sampling** stops once :func:`is_clear` (an early stop on a change
-  needs p < alpha/50, Haybittle-Peto, and a widened CI beyond the band; in noisy
-  data also a p that alpha/10 still accepts after the correction for the regimes
-  compared, :func:`look_level`).
+  needs p < alpha/50, Haybittle-Peto, and a widened CI beyond the band, and a p
+  that the verdict's own level, alpha or alpha/10, still accepts after the
+  correction for the regimes compared, :func:`look_level`).
 
 Rates (A/A false verdicts, power) are simulated in tests/test_stats.py. A change
 is ``head/base - 1``: a slower head is positive. numpy loads at module top (scipy.stats
