@@ -32,7 +32,9 @@ it reads a cell already run and asks two questions the issue left open.
    round half as long, and the first 11 rounds half as long then full ones. A half
    round's ratio is that stored round's first half, its time the start-up plus half
    the values' time. It reports A/A ``no change`` and false verdicts, +5% found, +2%
-   ``no change`` with an interval excluding +2%, and the median time per regime.
+   ``no change`` with an interval excluding +2%, and the median time per regime. It
+   decides with the installed perfctl's rule (a noisy side at α/10 since 2026-11-27;
+   the figures in benchmarks/README.md were taken at α/5).
 
 Usage:
     python benchmarks/replay_levers.py /tmp/perfctl-bench/noisy-20261126-232833.jsonl \\
