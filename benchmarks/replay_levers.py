@@ -44,18 +44,17 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from stop_resample import cell_arguments  # the same cells, named alike
+from stop_resample import cell_arguments, stored_comparisons, stored_row  # the same cells
 
 from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
 from perfctl.stats import decision
-from perfctl.stats.paired import compare_paired
+from perfctl.stats.paired import compare_paired, pair_log_ratios
+from perfctl.stats.summary import process_means
 
 BAND = 0.02
 BUDGET = 60.0  # compare's default time budget per regime
@@ -72,36 +71,15 @@ STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
 }
 
 
-def rows(results: list[Path], store: Path, design: str) -> Iterator[tuple[dict[str, Any], Any]]:
-    """(noisy_machine record, stored comparison) for every comparison of ``design``."""
-    for path in results:
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if rec.get("design") != design or not rec.get("id"):
-                continue
-            comparison = store / "comparisons" / f"{rec['id']}.json"
-            if comparison.exists():
-                yield rec, json.loads(comparison.read_text())
-
-
-def regime(comparison: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """The stored row of regime ``name``, if it has values on both sides."""
-    for r in comparison["regimes"]:
-        if r["name"] == name and r.get("base_values") and r.get("head_values"):
-            return dict(r)
-    return None
-
-
 def pipe_table(results: list[Path], store: Path, design: str) -> list[str]:
     """Question 1: the A/A spread of each statistic of ``pipe``'s process means."""
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for rec, comparison in rows(results, store, design):
-        row = regime(comparison, "pipe")
+    for rec, comparison in stored_comparisons(results, store, design):
+        row = stored_row(comparison, "pipe")
         if row is None or row.get("pairing") != "process":
             continue
         cell = cells.setdefault((rec["condition"], str(rec.get("perfctl", ""))[:7]), {})
-        base = np.array([np.mean(p) for p in row["base_values"]])
-        head = np.array([np.mean(p) for p in row["head_values"]])
+        base, head = process_means(row["base_values"]), process_means(row["head_values"])
         cell.setdefault("today (HL, as stored)", []).append(math.log1p(row["change"]))
         cell.setdefault("today's CI half-width", []).append(
             (math.log1p(row["ci_high"]) - math.log1p(row["ci_low"])) / 2
@@ -132,21 +110,24 @@ def work_rounds(
     """Per cell, each comparison's per-round log ratios (all values, first half) and
     its seconds per round, for the ``work`` regime paired in one process."""
     cells: dict[Cell, list[tuple[np.ndarray, np.ndarray, float]]] = {}
-    for rec, comparison in rows(results, store, design):
-        row = regime(comparison, "work")
+    for rec, comparison in stored_comparisons(results, store, design):
+        row = stored_row(comparison, "work")
         if row is None or row.get("pairing") != "same-process":
             continue
-        full, half = [], []
-        for b, h in zip(row["base_values"], row["head_values"], strict=True):
-            k = min(len(b), len(h)) // 2
-            full.append(math.log(np.mean(h) / np.mean(b)))
-            half.append(math.log(np.mean(h[:k]) / np.mean(b[:k])))
+        b, h = row["base_values"], row["head_values"]
+        full = pair_log_ratios(b, h)
+        # The first half of each side's values: the span a round half as long covers.
+        cut = [min(len(x), len(y)) // 2 for x, y in zip(b, h, strict=True)]
+        half = pair_log_ratios(
+            [x[:n] for x, n in zip(b, cut, strict=True)],
+            [y[:n] for y, n in zip(h, cut, strict=True)],
+        )
         work = rec["rows"]["work"]
-        if len(full) < 3 or not work.get("seconds"):
+        if full.size < 3 or not work.get("seconds"):
             continue
         key = (rec["condition"], str(rec.get("perfctl", ""))[:7], rec["head"])
         per_round = work["seconds"] / work["processes"]
-        cells.setdefault(key, []).append((np.array(full), np.array(half), per_round))
+        cells.setdefault(key, []).append((full, half, per_round))
     return cells
 
 

@@ -38,6 +38,7 @@ import argparse
 import json
 import math
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,33 @@ import numpy as np
 
 from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
 from perfctl.stats import decision
-from perfctl.stats.paired import compare_paired
+from perfctl.stats.paired import compare_paired, pair_log_ratios
 
 STORE = Path(tempfile.gettempdir()) / "perfctl-bench" / "noisy-work" / "project" / ".perfctl"
 BAND = 0.02
+
+
+def stored_comparisons(
+    results: list[Path], store: Path, design: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(noisy_machine record, stored comparison) for every comparison of ``design``
+    whose comparison is in the store."""
+    for path in results:
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("design") != design or not rec.get("id"):
+                continue
+            comparison = store / "comparisons" / f"{rec['id']}.json"
+            if comparison.exists():
+                yield rec, json.loads(comparison.read_text())
+
+
+def stored_row(comparison: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The stored row of regime ``name``, if it has values on both sides."""
+    for r in comparison["regimes"]:
+        if r["name"] == name and r.get("base_values") and r.get("head_values"):
+            return dict(r)
+    return None
 
 
 def load_ratios(
@@ -56,20 +80,13 @@ def load_ratios(
 ) -> dict[str, list[np.ndarray]]:
     """Per head tag, each comparison's per-pair log ratios of the ``work`` regime."""
     out: dict[str, list[np.ndarray]] = {}
-    for path in results:
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if (rec.get("design"), rec.get("condition")) != (design, condition):
-                continue
-            if not rec.get("id"):
-                continue
-            c = json.loads((store / "comparisons" / f"{rec['id']}.json").read_text())
-            rows = [r for r in c["regimes"] if r["name"] == "work" and r.get("base_values")]
-            if not rows or rows[0].get("pairing") != "same-process":
-                continue
-            base = np.array([np.mean(p) for p in rows[0]["base_values"]])
-            head = np.array([np.mean(p) for p in rows[0]["head_values"]])
-            out.setdefault(rec["head"], []).append(np.log(head / base))
+    for rec, comparison in stored_comparisons(results, store, design):
+        row = stored_row(comparison, "work")
+        if rec.get("condition") != condition or row is None:
+            continue
+        if row.get("pairing") == "same-process":
+            ratios = pair_log_ratios(row["base_values"], row["head_values"])
+            out.setdefault(rec["head"], []).append(ratios)
     return out
 
 
