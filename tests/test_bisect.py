@@ -955,7 +955,7 @@ def test_bisect_finds_each_culprit_and_names_what_it_skipped(
     repo, shas = history
     proc = run_cli(
         "bisect", "good", "bad", "-r", "work", "-r", "also", "--profile", *QUICK,
-        "--format", "json", cwd=repo.path,
+        "--profile-duration", "2", "--format", "json", cwd=repo.path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -984,6 +984,8 @@ def test_bisect_finds_each_culprit_and_names_what_it_skipped(
         assert p["error"] == "" and p["before"]["sha"] == shas[before], p
         assert Path(p["files"]["diff_svg"]).is_file()
         assert any("toy/__init__.py" in m for m in p["movers"]), p["movers"]
+        diff = json.loads(Path(p["files"]["diff_json"]).read_text())
+        assert json.loads(Path(diff["after"]["summary"]).read_text())["settings"]["duration_s"] == 2
     # The re-run resumes: every step is reused, nothing is measured, same answer.
     again = run_cli(
         "bisect", "good", "bad", "-r", "work", "-r", "also", *QUICK, cwd=repo.path

@@ -95,7 +95,7 @@ def test_fake_a_stop_while_callgrind_measures_keeps_the_py_spy_differential(
     monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {4: 3.0, 5: 3.0}))
     profiled: list[str] = []
 
-    def py_spy(config, regime, before, after, regimes) -> ProfileLink:
+    def py_spy(config, regime, before, after, regimes, *, duration=5.0) -> ProfileLink:
         profiled.append(after.sha)
         return ProfileLink(before, after, {"diff_svg": "x.svg"}, ("moved",))
 

@@ -370,6 +370,8 @@ def test_profile_flag_links_artefacts(repo: GitRepo) -> None:
         "work",
         "--profile",
         "regressed",
+        "--profile-duration",
+        "1.5",
         "--format",
         "json",
         cwd=repo.path,
@@ -380,6 +382,10 @@ def test_profile_flag_links_artefacts(repo: GitRepo) -> None:
     arts = row["artifacts"]
     for key in ("base_flamegraph", "head_flamegraph", "diff_flamegraph", "profile_diff"):
         assert Path(arts[key]).is_file(), key
+    diff = json.loads(Path(arts["profile_diff"]).read_text())
+    for side in ("before", "after"):  # each ref sampled for --profile-duration
+        summary = json.loads(Path(diff[side]["summary"]).read_text())
+        assert summary["settings"]["duration_s"] == 1.5, summary["settings"]
     # The stored comparison carries the links too (report and comment read them).
     stored = json.loads(run_cli("comparisons", "--format", "json", cwd=repo.path).stdout)[0]
     assert stored["id"] == json.loads(proc.stdout)["id"]

@@ -380,7 +380,7 @@ def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
     the same pair anew, and callgrind's differential is read from the verification."""
     shas = [repo.git("rev-parse", tag) for tag in ("c1", "c2")]
     args = ["bisect", "c1", "c2", "-r", "work", "--measure", "instructions"]
-    proc = run_cli(*args, "--profile", "--format", "json", cwd=repo.path)
+    proc = run_cli(*args, "--profile", "--profile-duration", "2", "--format", "json", cwd=repo.path)
     assert proc.returncode == 0, proc.stderr
     (b,) = json.loads(proc.stdout)["bisections"]
     assert b["outcome"] == "culprit" and b["culprit"]["sha"] == shas[1], proc.stdout

@@ -109,6 +109,14 @@ def test_config_time_budget_nan_is_refused(tmp_path: Path) -> None:
         (["profile", "work", "--duration", "nan"], "'--duration': nan is not a finite number"),
         (["run", "--lock-wait", "inf"], "'--lock-wait': inf is not a finite number"),
         (["compare", "a", "b", "--seed", "-1"], "'--seed'"),
+        (
+            ["compare", "a", "b", "--profile", "all", "--profile-duration", "0"],
+            "'--profile-duration': 0.0 is not in the range x>=0.1",
+        ),
+        (
+            ["bisect", "a", "b", "-r", "w", "--profile", "--profile-duration", "inf"],
+            "'--profile-duration': inf is not a finite number",
+        ),
     ],
 )
 def test_cli_numbers_no_run_could_use_exit_2_before_anything_runs(
@@ -119,6 +127,21 @@ def test_cli_numbers_no_run_could_use_exit_2_before_anything_runs(
     out = run_cli(*args, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("Error: Invalid value for ") and said in out.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["compare", "a", "b"], ["bisect", "a", "b", "-r", "work"]], ids=["compare", "bisect"]
+)
+def test_profile_duration_without_profile_is_refused_before_anything_runs(
+    tmp_path: Path, args: list[str]
+) -> None:
+    # No project here: the refusal comes before the config is read or a ref resolved.
+    out = run_cli(*args, "--profile-duration", "2", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == (
+        "Error: --profile-duration sets how long --profile samples; --profile is not given\n"
+        "Hint: add --profile, or drop --profile-duration\n"
+    )
 
 
 def test_cli_time_budget_nan_exits_2(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ from perfctl.cli.common import (
     AffinityOpt,
     BurstWaitOpt,
     Format,
+    ProfileDurationOpt,
     ProjectOpt,
+    check_profile_duration,
     emit,
     finite,
     guarded,
@@ -46,6 +48,7 @@ def bisect_cmd(
             "--measure instructions, callgrind's too.",
         ),
     ] = False,
+    profile_duration: ProfileDurationOpt = None,
     fast: Annotated[
         bool, typer.Option("--fast", help="6 rounds × 2 values per comparison.")
     ] = False,
@@ -115,6 +118,7 @@ def bisect_cmd(
             "bisect needs the regimes to follow", "name them with --regime or --family"
         )
     refuse_untimed([measure.value], affinity=affinity, burst_wait=burst_wait, several=False)
+    sampled = check_profile_duration(profile_duration, profile)
     require_tools(measure)
     config = load_config(project)
     cs = compare.settings_for(
@@ -135,7 +139,10 @@ def bisect_cmd(
         measure=measure.value,
         family=family,
     )
-    settings = bisect.BisectSettings(compare=cs, attempts=attempts, fresh=fresh, profile=profile)
+    settings = bisect.BisectSettings(
+        compare=cs, attempts=attempts, fresh=fresh, profile=profile,
+        profile_duration=sampled,
+    )  # fmt: skip
     err = Console(stderr=True)
     with err.status("bisecting") as status:
         records = bisect.bisect(

@@ -11,7 +11,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from perfctl.errors import PerfctlError
+from perfctl.errors import PerfctlError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,6 +63,27 @@ BurstWaitOpt = Annotated[
         "config burst_wait).",
     ),
 ]
+
+
+ProfileDurationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--profile-duration",
+        callback=finite,
+        min=0.1,
+        help="With --profile: seconds each ref loops under py-spy (default 5).",
+    ),
+]
+
+
+def check_profile_duration(duration: float | None, profile: bool) -> float:
+    """The profile's seconds per ref; refused without --profile, where it would do nothing."""
+    if duration is not None and not profile:
+        raise UsageError(
+            "--profile-duration sets how long --profile samples; --profile is not given",
+            "add --profile, or drop --profile-duration",
+        )
+    return 5.0 if duration is None else duration
 
 
 AffinityOpt = Annotated[

@@ -12,7 +12,9 @@ from perfctl.cli.common import (
     AffinityOpt,
     BurstWaitOpt,
     Format,
+    ProfileDurationOpt,
     ProjectOpt,
+    check_profile_duration,
     err_console,
     finite,
     guarded,
@@ -185,6 +187,7 @@ def compare_cmd(
         ProfileWhich | None,
         typer.Option("--profile", help="Also py-spy profile these regimes on both refs."),
     ] = None,
+    profile_duration: ProfileDurationOpt = None,
     lock_wait: LockWaitOpt = 600.0,
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 when a regime regressed.")
@@ -198,15 +201,14 @@ def compare_cmd(
 
     Example: perfctl compare main HEAD --regime 'ipc.*' --fail-on-regression
     """
-
     from perfctl.config import load_config
     from perfctl.jobs import compare
 
     signals = parse_measures(measure)
-    _check_flags(
+    sampled = _check_flags(
         [m.value for m in signals], from_store=from_store, shard=shard, profile=profile,
         comparison=comparison, mix_runs=mix_runs, affinity=affinity, burst_wait=burst_wait,
-        clock=clock.value,
+        clock=clock.value, profile_duration=profile_duration,
     )  # fmt: skip
     if not from_store:  # --from-store measures nothing
         for m in signals:
@@ -251,6 +253,7 @@ def compare_cmd(
     c = _compare_one(
         config, base, head, every[0], from_store=from_store, comparison=comparison,
         mix_runs=mix_runs, shard=shard, profile=profile, regimes=tuple(regimes or ()),
+        profile_duration=sampled,
     )  # fmt: skip
     show_comparison(c, fmt)
     exit_code(c, fail_on_regression)
@@ -268,6 +271,7 @@ def _compare_one(
     shard: str | None,
     profile: ProfileWhich | None,
     regimes: tuple[str, ...],
+    profile_duration: float = 5.0,
 ) -> Comparison:
     """One signal: measure (or re-decide from the store), then profile if asked."""
     from perfctl.jobs import annotate, compare
@@ -290,8 +294,9 @@ def _compare_one(
             )
     if profile is not None:
         c = annotate.profile_comparison(
-            config, c, profile.value, progress=err.print, regimes=regimes
-        )
+            config, c, profile.value, progress=err.print, regimes=regimes,
+            duration=profile_duration,
+        )  # fmt: skip
     return c
 
 
@@ -306,9 +311,13 @@ def _check_flags(
     affinity: str | None,
     burst_wait: float | None,
     clock: str = "wall",
-) -> None:
-    """Refuse flag combinations before anything is loaded or measured."""
+    profile_duration: float | None = None,
+) -> float:
+    """Refuse flag combinations before anything is loaded or measured; the seconds
+    ``--profile`` samples each ref for."""
     from perfctl.jobs.settings import refuse_untimed
+
+    sampled = check_profile_duration(profile_duration, profile is not None)
 
     if len(signals) > 1:
         from perfctl.cli.signals import check_signals
@@ -327,6 +336,7 @@ def _check_flags(
             signals, affinity=affinity, burst_wait=burst_wait, clock=clock,
             several=not (shard or profile),  # those take one signal: the hint may not add time
         )  # fmt: skip
+    return sampled
 
 
 def _check_from_store(

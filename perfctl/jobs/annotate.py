@@ -16,8 +16,10 @@ def profile_comparison(
     which: str,
     progress: Callable[[str], None] | None = None,
     regimes: tuple[str, ...] = (),
+    duration: float = 5.0,
 ) -> Comparison:
-    """py-spy profile the chosen regimes on both refs and link the artefacts."""
+    """py-spy profile the chosen regimes on both refs (``duration`` s each) and link the
+    artefacts."""
     from perfctl import envs
     from perfctl.jobs import profile as profiling
     from perfctl.model import IMPROVED, REGRESSED
@@ -40,7 +42,9 @@ def profile_comparison(
     for r in chosen:
         if progress:
             progress(f"profiling {r.name} on both refs")
-        diff = profiling.profile_pair(config, r.name, targets[0], targets[1], regimes=regimes)
+        diff = profiling.profile_pair(
+            config, r.name, targets[0], targets[1], regimes=regimes, duration=duration
+        )
         rows[r.name] = replace(r, artifacts={**r.artifacts, **diff.artifacts()})
     out = replace(c, regimes=tuple(rows[r.name] for r in c.regimes))
     open_store(config.state_dir, config.store_url).save_comparison(out)

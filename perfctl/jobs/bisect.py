@@ -287,7 +287,10 @@ class Group:
             self.say(f"profile: {record.regime} {ends[0].short} → {ends[1].short} (py-spy)")
             from perfctl.jobs.bisect_profile import profile_ends
 
-            link = profile_ends(self.config, record.regime, *ends, self.settings.compare.regimes)
+            link = profile_ends(
+                self.config, record.regime, *ends, self.settings.compare.regimes,
+                duration=self.settings.profile_duration,
+            )  # fmt: skip
             b.adopt(done := replace(done, profile=link))
         counted = self.settings.compare.schedule.measure == "instructions"
         if self.settings.profile and counted and "callgrind" not in kept:

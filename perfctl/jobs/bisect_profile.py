@@ -20,16 +20,23 @@ from perfctl.stats.bisection import Bisection, ProfileLink, StepKind
 
 
 def profile_ends(
-    config: Config, regime: str, before: RefInfo, after: RefInfo, regimes: Sequence[str]
+    config: Config,
+    regime: str,
+    before: RefInfo,
+    after: RefInfo,
+    regimes: Sequence[str],
+    *,
+    duration: float = 5.0,
 ) -> ProfileLink:
-    """py-spy profiles of both ends, diffed per op; a failure is kept as the link's error."""
+    """py-spy profiles of both ends (``duration`` s each), diffed per op; a failure is kept
+    as the link's error."""
     from perfctl.errors import PerfctlError
     from perfctl.jobs import profile as profiling
 
     try:
         a = profiling.resolve_target(config, after.sha, isolated=True)
         b = profiling.resolve_target(config, before.sha, isolated=True)
-        d = profiling.profile_pair(config, regime, b, a, regimes=regimes)
+        d = profiling.profile_pair(config, regime, b, a, regimes=regimes, duration=duration)
     except PerfctlError as exc:
         return ProfileLink(before, after, error=exc.message)
     except OSError as exc:  # the reports folder cannot be written, say: never fatal
