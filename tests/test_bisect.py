@@ -984,8 +984,11 @@ def test_bisect_finds_each_culprit_and_names_what_it_skipped(
         assert p["error"] == "" and p["before"]["sha"] == shas[before], p
         assert Path(p["files"]["diff_svg"]).is_file()
         assert any("toy/__init__.py" in m for m in p["movers"]), p["movers"]
+        assert p["seconds"] == 2  # --profile-duration, kept in the record
         diff = json.loads(Path(p["files"]["diff_json"]).read_text())
-        assert json.loads(Path(diff["after"]["summary"]).read_text())["settings"]["duration_s"] == 2
+        for side in ("before", "after"):
+            summary = json.loads(Path(diff[side]["summary"]).read_text())
+            assert summary["settings"]["duration_s"] == 2, summary["settings"]
     # The re-run resumes: every step is reused, nothing is measured, same answer.
     again = run_cli(
         "bisect", "good", "bad", "-r", "work", "-r", "also", *QUICK, cwd=repo.path

@@ -121,3 +121,50 @@ def test_fake_a_stop_while_callgrind_measures_keeps_the_py_spy_differential(
     assert record.culprit is not None and record.culprit.sha == line[4]
     assert record.profile == stored.profile and record.callgrind == done
     assert profiled == [line[4]]
+
+
+def test_a_rerun_keeps_a_stored_py_spy_differential_unless_another_length_is_asked(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed bisection keeps the stored profile of the same ends (a plain re-run, or
+    the length it was taken at); ``--profile-duration`` with another length takes it again,
+    and the record says how long each end was sampled."""
+    from dataclasses import replace
+
+    from perfctl.config import load_config
+    from perfctl.jobs import bisect as job
+    from perfctl.jobs import bisect_pairs, bisect_profile
+    from perfctl.jobs.compare import COMPARE_FAST
+    from perfctl.render.bisect import profile_lines
+    from perfctl.stats.bisection import ProfileLink
+    from tests.test_bisect import FakeCompare
+
+    git_repo.write("pyproject.toml", '[project]\nname = "toy"\nversion = "0"\n')
+    line = [git_repo.commit("c0")]
+    for i in range(1, 4):
+        git_repo.write("notes.txt", f"{i}\n")
+        line.append(git_repo.commit(f"c{i}"))
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {2: 3.0, 3: 3.0}))
+    taken: list[float] = []
+
+    def py_spy(config, regime, before, after, regimes, *, duration) -> ProfileLink:
+        taken.append(duration)
+        return ProfileLink(before, after, {"diff_svg": "x.svg"}, ("moved",), seconds=duration)
+
+    monkeypatch.setattr(bisect_profile, "profile_ends", py_spy)
+    config = load_config(git_repo.path)
+    said: list[str] = []
+    plain = job.BisectSettings(compare=COMPARE_FAST, profile=True)
+    runs = [plain, plain, replace(plain, profile_duration=2.0), plain,
+            replace(plain, profile_duration=2.0), replace(plain, profile=False)]  # fmt: skip
+    lengths = []
+    for settings in runs:
+        (record,) = job.bisect(config, line[0], line[-1], "work", settings, progress=said.append)
+        assert record.culprit is not None and record.culprit.sha == line[2]
+        assert record.profile is not None
+        lengths.append(record.profile.seconds)
+    assert taken == [5.0, 2.0]  # the default, then the other length asked for; else kept
+    assert lengths == [5.0, 5.0, 2.0, 2.0, 2.0, 2.0]
+    assert sum("(py-spy, 2 s a ref)" in s for s in said) == 1, said
+    assert "py-spy differential" in profile_lines(record)[0]
+    assert "profiled time, not a measurement, 2 s a ref" in profile_lines(record)[0]

@@ -401,6 +401,7 @@ def test_bisect_profile_adds_callgrind_differential_of_the_verified_ends(
     assert "instructions per op" in Path(link["files"]["diff_svg"]).read_text()
     assert Path(link["files"]["diff_reverse_svg"]).is_file()
     assert b["profile"]["error"] == "" and Path(b["profile"]["files"]["diff_svg"]).is_file()
+    assert (b["profile"]["seconds"], link["seconds"]) == (2, 0)  # py-spy's length; callgrind's none
     # The re-run resumes: nothing measured, both differentials shown from the record.
     again = run_cli(*args, cwd=repo.path)
     assert again.returncode == 0, again.stderr

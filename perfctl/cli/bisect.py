@@ -13,11 +13,11 @@ from perfctl.cli.common import (
     Format,
     ProfileDurationOpt,
     ProjectOpt,
-    check_profile_duration,
     emit,
     finite,
     guarded,
     out_console,
+    refuse_stray_profile_duration,
 )
 from perfctl.cli.measure import (
     LockWaitOpt,
@@ -118,7 +118,7 @@ def bisect_cmd(
             "bisect needs the regimes to follow", "name them with --regime or --family"
         )
     refuse_untimed([measure.value], affinity=affinity, burst_wait=burst_wait, several=False)
-    sampled = check_profile_duration(profile_duration, profile)
+    refuse_stray_profile_duration(profile_duration, profile)
     require_tools(measure)
     config = load_config(project)
     cs = compare.settings_for(
@@ -141,7 +141,7 @@ def bisect_cmd(
     )
     settings = bisect.BisectSettings(
         compare=cs, attempts=attempts, fresh=fresh, profile=profile,
-        profile_duration=sampled,
+        profile_duration=profile_duration,
     )  # fmt: skip
     err = Console(stderr=True)
     with err.status("bisecting") as status:

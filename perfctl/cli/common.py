@@ -76,16 +76,6 @@ ProfileDurationOpt = Annotated[
 ]
 
 
-def check_profile_duration(duration: float | None, profile: bool) -> float:
-    """The profile's seconds per ref; refused without --profile, where it would do nothing."""
-    if duration is not None and not profile:
-        raise UsageError(
-            "--profile-duration sets how long --profile samples; --profile is not given",
-            "add --profile, or drop --profile-duration",
-        )
-    return 5.0 if duration is None else duration
-
-
 AffinityOpt = Annotated[
     str | None,
     typer.Option(
@@ -95,6 +85,15 @@ AffinityOpt = Annotated[
         "nothing (Linux; config affinity; default: not pinned).",
     ),
 ]
+
+
+def refuse_stray_profile_duration(duration: float | None, profile: bool) -> None:
+    """Refuse ``--profile-duration`` without ``--profile``, where it would do nothing."""
+    if duration is not None and not profile:
+        raise UsageError(
+            "--profile-duration sets how long --profile samples; --profile is not given",
+            "add --profile, or drop --profile-duration",
+        )
 
 
 def print_error(exc: PerfctlError) -> None:

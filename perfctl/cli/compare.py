@@ -14,10 +14,10 @@ from perfctl.cli.common import (
     Format,
     ProfileDurationOpt,
     ProjectOpt,
-    check_profile_duration,
     err_console,
     finite,
     guarded,
+    refuse_stray_profile_duration,
 )
 from perfctl.cli.measure import (
     GlobOpt,
@@ -205,7 +205,7 @@ def compare_cmd(
     from perfctl.jobs import compare
 
     signals = parse_measures(measure)
-    sampled = _check_flags(
+    _check_flags(
         [m.value for m in signals], from_store=from_store, shard=shard, profile=profile,
         comparison=comparison, mix_runs=mix_runs, affinity=affinity, burst_wait=burst_wait,
         clock=clock.value, profile_duration=profile_duration,
@@ -253,7 +253,7 @@ def compare_cmd(
     c = _compare_one(
         config, base, head, every[0], from_store=from_store, comparison=comparison,
         mix_runs=mix_runs, shard=shard, profile=profile, regimes=tuple(regimes or ()),
-        profile_duration=sampled,
+        profile_duration=profile_duration,
     )  # fmt: skip
     show_comparison(c, fmt)
     exit_code(c, fail_on_regression)
@@ -271,7 +271,7 @@ def _compare_one(
     shard: str | None,
     profile: ProfileWhich | None,
     regimes: tuple[str, ...],
-    profile_duration: float = 5.0,
+    profile_duration: float | None,
 ) -> Comparison:
     """One signal: measure (or re-decide from the store), then profile if asked."""
     from perfctl.jobs import annotate, compare
@@ -312,12 +312,11 @@ def _check_flags(
     burst_wait: float | None,
     clock: str = "wall",
     profile_duration: float | None = None,
-) -> float:
-    """Refuse flag combinations before anything is loaded or measured; the seconds
-    ``--profile`` samples each ref for."""
+) -> None:
+    """Refuse flag combinations before anything is loaded or measured."""
     from perfctl.jobs.settings import refuse_untimed
 
-    sampled = check_profile_duration(profile_duration, profile is not None)
+    refuse_stray_profile_duration(profile_duration, profile is not None)
 
     if len(signals) > 1:
         from perfctl.cli.signals import check_signals
@@ -336,7 +335,6 @@ def _check_flags(
             signals, affinity=affinity, burst_wait=burst_wait, clock=clock,
             several=not (shard or profile),  # those take one signal: the hint may not add time
         )  # fmt: skip
-    return sampled
 
 
 def _check_from_store(

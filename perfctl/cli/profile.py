@@ -20,6 +20,7 @@ from perfctl.cli.common import (
     signal_note,
 )
 from perfctl.cli.measure import RegimesOpt
+from perfctl.profile import PROFILE_SECONDS
 
 if TYPE_CHECKING:
     from perfctl.config import Config
@@ -104,7 +105,7 @@ def profile_cmd(
         typer.Option(
             "--duration", callback=finite, help="Seconds the regime loops under the profiler."
         ),
-    ] = 5.0,
+    ] = PROFILE_SECONDS,
     rate: Annotated[int, typer.Option("--rate", help="Samples per second.")] = 100,
     native: Annotated[
         bool, typer.Option("--native", help="Include native (C/C++/Cython) frames.")

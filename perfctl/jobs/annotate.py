@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from perfctl.config import Config
 from perfctl.model import OK, Comparison
+from perfctl.profile import PROFILE_SECONDS
 from perfctl.store.local import open_store
 
 
@@ -16,10 +17,10 @@ def profile_comparison(
     which: str,
     progress: Callable[[str], None] | None = None,
     regimes: tuple[str, ...] = (),
-    duration: float = 5.0,
+    duration: float | None = None,
 ) -> Comparison:
-    """py-spy profile the chosen regimes on both refs (``duration`` s each) and link the
-    artefacts."""
+    """py-spy profile the chosen regimes on both refs (``duration`` s each, default
+    PROFILE_SECONDS) and link the artefacts."""
     from perfctl import envs
     from perfctl.jobs import profile as profiling
     from perfctl.model import IMPROVED, REGRESSED
@@ -43,8 +44,9 @@ def profile_comparison(
         if progress:
             progress(f"profiling {r.name} on both refs")
         diff = profiling.profile_pair(
-            config, r.name, targets[0], targets[1], regimes=regimes, duration=duration
-        )
+            config, r.name, targets[0], targets[1], regimes=regimes,
+            duration=PROFILE_SECONDS if duration is None else duration,
+        )  # fmt: skip
         rows[r.name] = replace(r, artifacts={**r.artifacts, **diff.artifacts()})
     out = replace(c, regimes=tuple(rows[r.name] for r in c.regimes))
     open_store(config.state_dir, config.store_url).save_comparison(out)

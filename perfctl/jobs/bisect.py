@@ -33,6 +33,7 @@ from perfctl.jobs.bisect_search import BisectSettings as BisectSettings
 from perfctl.jobs.bisect_search import Searcher
 from perfctl.jobs.compare import Progress, facts_once
 from perfctl.model import REGRESSED, Comparison, Notice, RefInfo
+from perfctl.profile import PROFILE_SECONDS
 from perfctl.render.bisect import change_text, machine_list
 from perfctl.stats.bisection import (
     JUDGE,
@@ -270,12 +271,17 @@ class Group:
         """The record with the differentials of its answer's two ends (never fatal):
         py-spy's, and with ``--measure instructions`` callgrind's.
 
-        A differential of the same ends from an earlier run is kept, with or without --profile.
+        A differential of the same ends from an earlier run is kept, with or without --profile,
+        unless --profile-duration asks for another length of py-spy's.
         """
         if record.outcome not in (Outcome.CULPRIT, Outcome.RANGE) or not record.candidates:
             return record
         ends = (self.line[self.line.index(record.candidates[0]) - 1], record.candidates[-1])
         kept = _kept_links(b.prior_record, ends)
+        asked = self.settings.profile_duration
+        if self.settings.profile and asked is not None and "profile" in kept:
+            if (kept["profile"].seconds or PROFILE_SECONDS) != asked:  # older: 5 s
+                del kept["profile"]
         done = replace(  # resumed: profiled already
             record,
             profile=kept.get("profile", record.profile),
@@ -284,13 +290,16 @@ class Group:
         # Saved as it stands before each differential is taken: a stop keeps the others.
         b.adopt(done)
         if self.settings.profile and "profile" not in kept:
-            self.say(f"profile: {record.regime} {ends[0].short} → {ends[1].short} (py-spy)")
+            seconds = PROFILE_SECONDS if asked is None else asked
+            self.say(
+                f"profile: {record.regime} {ends[0].short} → {ends[1].short} "
+                f"(py-spy, {seconds:g} s a ref)"
+            )
             from perfctl.jobs.bisect_profile import profile_ends
 
             link = profile_ends(
-                self.config, record.regime, *ends, self.settings.compare.regimes,
-                duration=self.settings.profile_duration,
-            )  # fmt: skip
+                self.config, record.regime, *ends, self.settings.compare.regimes, duration=seconds
+            )
             b.adopt(done := replace(done, profile=link))
         counted = self.settings.compare.schedule.measure == "instructions"
         if self.settings.profile and counted and "callgrind" not in kept:

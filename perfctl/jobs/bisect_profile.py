@@ -16,6 +16,7 @@ from perfctl.jobs.compare import Progress
 from perfctl.jobs.instructions import KEYS
 from perfctl.jobs.settings import CompareSettings
 from perfctl.model import OK, Comparison, RefInfo
+from perfctl.profile import PROFILE_SECONDS
 from perfctl.stats.bisection import Bisection, ProfileLink, StepKind
 
 
@@ -26,7 +27,7 @@ def profile_ends(
     after: RefInfo,
     regimes: Sequence[str],
     *,
-    duration: float = 5.0,
+    duration: float = PROFILE_SECONDS,
 ) -> ProfileLink:
     """py-spy profiles of both ends (``duration`` s each), diffed per op; a failure is kept
     as the link's error."""
@@ -47,7 +48,8 @@ def profile_ends(
         for f in moved
     )
     files = {"diff_svg": str(d.diff_svg), "diff_reverse_svg": str(d.diff_reverse_svg)}
-    return ProfileLink(before, after, {**files, "diff_json": str(d.diff_json)}, movers)
+    files["diff_json"] = str(d.diff_json)
+    return ProfileLink(before, after, files, movers, seconds=duration)
 
 
 def _signed_us(seconds: float) -> str:

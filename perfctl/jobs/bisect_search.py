@@ -42,7 +42,8 @@ class BisectSettings:
     verify_factor: int = 2  # a timed verification runs this many times the rounds
     fresh: bool = False  # ignore the stored record and comparisons
     profile: bool = False  # py-spy's (and counting instructions, callgrind's) differential
-    profile_duration: float = 5.0  # seconds each end loops under py-spy
+    # Seconds each end loops under py-spy; None: PROFILE_SECONDS, or a stored one's length.
+    profile_duration: float | None = None
 
     @property
     def measure(self) -> str:

@@ -33,7 +33,7 @@ from perfctl.config import Config
 from perfctl.errors import ProfileFailed, UsageError
 from perfctl.files import ensure_output_dir
 from perfctl.model import RefInfo, RegimeInfo
-from perfctl.profile import pyspy, recording, stackdiff
+from perfctl.profile import PROFILE_SECONDS, pyspy, recording, stackdiff
 from perfctl.profile.pyspy import Recording, RecordSettings
 from perfctl.profile.recording import Target
 from perfctl.profile.records import (
@@ -241,7 +241,7 @@ def profile_regime(
     regime: str,
     target: Target,
     *,
-    duration: float = 5.0,
+    duration: float = PROFILE_SECONDS,
     rate: int = 100,
     native: bool = False,
     subprocesses: bool = True,
@@ -362,7 +362,7 @@ def profile_pair(
     before_target: Target,
     after_target: Target,
     *,
-    duration: float = 5.0,
+    duration: float = PROFILE_SECONDS,
     rate: int = 100,
     native: bool = False,
     subprocesses: bool = True,

@@ -27,6 +27,7 @@ from typing import NoReturn
 
 from perfctl.errors import ProfilerUnavailable
 from perfctl.measure import procs
+from perfctl.profile import PROFILE_SECONDS
 
 ENV_VAR = "PERFCTL_PY_SPY"  # path (or name on PATH) of the py-spy to use
 INSTALL_HINT = f"install it where perfctl runs (`pip install py-spy`), or set {ENV_VAR} to its path"
@@ -45,7 +46,7 @@ WRITE_GRACE_S = 10.0  # for py-spy to write its profile after SIGINT
 class RecordSettings:
     """How to sample: duration of the loop, rate and py-spy's options."""
 
-    duration: float = 5.0
+    duration: float = PROFILE_SECONDS
     rate: int = 100
     native: bool = False
     subprocesses: bool = True

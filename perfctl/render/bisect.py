@@ -142,7 +142,9 @@ def profile_lines(b: Bisection) -> list[str]:
     callgrind saw them move), and the differentials' files."""
     out = []
     if b.profile is not None:
-        out += _link_lines(b.profile, "py-spy differential", "profiled time, not a measurement")
+        sampled = f", {b.profile.seconds:g} s a ref" if b.profile.seconds else ""
+        what = f"profiled time, not a measurement{sampled}"
+        out += _link_lines(b.profile, "py-spy differential", what)
     if b.callgrind is not None:
         what = f"self instructions/op, from {b.callgrind.source}"
         out += _link_lines(b.callgrind, "callgrind differential", what)

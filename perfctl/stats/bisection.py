@@ -112,6 +112,7 @@ class ProfileLink:
     movers: tuple[str, ...] = ()  # the functions whose self time (instructions) moved most
     error: str = ""  # why there is no profile (py-spy could not attach, say)
     source: str = ""  # where callgrind's figures came from: which comparison measured them
+    seconds: float = 0.0  # py-spy's: how long each end was sampled (0: callgrind's; older records)
 
 
 @dataclass(frozen=True)
@@ -370,4 +371,5 @@ def _profile_from_dict(d: dict[str, Any]) -> ProfileLink:
         movers=tuple(str(m) for m in d.get("movers") or ()),
         error=str(d.get("error") or ""),
         source=str(d.get("source") or ""),
+        seconds=float(d.get("seconds") or 0.0),
     )
