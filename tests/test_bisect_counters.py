@@ -72,6 +72,24 @@ def test_ends_no_step_measured_together_are_compared_for_the_profile(
     )
 
 
+def _slow_from(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch, *, commits: int, slow: int
+) -> list[str]:
+    """A line of ``commits`` commits whose scripted comparisons read 3x slower from
+    commit ``slow`` on; its shas."""
+    from perfctl.jobs import bisect_pairs
+    from tests.test_bisect import FakeCompare
+
+    git_repo.write("pyproject.toml", '[project]\nname = "toy"\nversion = "0"\n')
+    line = [git_repo.commit("c0")]
+    for i in range(1, commits):
+        git_repo.write("notes.txt", f"{i}\n")
+        line.append(git_repo.commit(f"c{i}"))
+    slower = dict.fromkeys(range(slow, commits), 3.0)
+    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, slower))
+    return line
+
+
 def test_fake_a_stop_while_callgrind_measures_keeps_the_py_spy_differential(
     git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,18 +99,12 @@ def test_fake_a_stop_while_callgrind_measures_keeps_the_py_spy_differential(
 
     from perfctl.config import load_config
     from perfctl.jobs import bisect as job
-    from perfctl.jobs import bisect_pairs, bisect_profile
+    from perfctl.jobs import bisect_profile
     from perfctl.jobs.compare import COMPARE_FAST
     from perfctl.stats.bisection import ProfileLink
     from perfctl.store.bisects import load_bisection
-    from tests.test_bisect import FakeCompare
 
-    git_repo.write("pyproject.toml", '[project]\nname = "toy"\nversion = "0"\n')
-    line = [git_repo.commit("c0")]
-    for i in range(1, 6):
-        git_repo.write("notes.txt", f"{i}\n")
-        line.append(git_repo.commit(f"c{i}"))
-    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {4: 3.0, 5: 3.0}))
+    line = _slow_from(git_repo, monkeypatch, commits=6, slow=4)
     profiled: list[str] = []
 
     def py_spy(config, regime, before, after, regimes, *, duration=5.0) -> ProfileLink:
@@ -133,18 +145,12 @@ def test_a_rerun_keeps_a_stored_py_spy_differential_unless_another_length_is_ask
 
     from perfctl.config import load_config
     from perfctl.jobs import bisect as job
-    from perfctl.jobs import bisect_pairs, bisect_profile
+    from perfctl.jobs import bisect_profile
     from perfctl.jobs.compare import COMPARE_FAST
     from perfctl.render.bisect import profile_lines
     from perfctl.stats.bisection import ProfileLink
-    from tests.test_bisect import FakeCompare
 
-    git_repo.write("pyproject.toml", '[project]\nname = "toy"\nversion = "0"\n')
-    line = [git_repo.commit("c0")]
-    for i in range(1, 4):
-        git_repo.write("notes.txt", f"{i}\n")
-        line.append(git_repo.commit(f"c{i}"))
-    monkeypatch.setattr(bisect_pairs, "compare_refs", FakeCompare(line, {2: 3.0, 3: 3.0}))
+    line = _slow_from(git_repo, monkeypatch, commits=4, slow=2)
     taken: list[float] = []
 
     def py_spy(config, regime, before, after, regimes, *, duration) -> ProfileLink:
