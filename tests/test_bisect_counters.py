@@ -140,7 +140,8 @@ def test_a_rerun_keeps_a_stored_py_spy_differential_unless_another_length_is_ask
 ) -> None:
     """A resumed bisection keeps the stored profile of the same ends (a plain re-run, or
     the length it was taken at); ``--profile-duration`` with another length takes it again,
-    and the record says how long each end was sampled."""
+    and the record says how long each end was sampled. A retake that fails or is stopped
+    keeps the stored one; a record from before the length was kept counts as 5 s."""
     from dataclasses import replace
 
     from perfctl.config import load_config
@@ -152,25 +153,53 @@ def test_a_rerun_keeps_a_stored_py_spy_differential_unless_another_length_is_ask
 
     line = _slow_from(git_repo, monkeypatch, commits=4, slow=2)
     taken: list[float] = []
+    outcome: list[str] = ["ok"]
 
     def py_spy(config, regime, before, after, regimes, *, duration) -> ProfileLink:
         taken.append(duration)
-        return ProfileLink(before, after, {"diff_svg": "x.svg"}, ("moved",), seconds=duration)
+        if outcome[0] == "stop":
+            raise KeyboardInterrupt
+        error = "py-spy could not attach" if outcome[0] == "fail" else ""
+        return ProfileLink(
+            before, after, {"diff_svg": "x.svg"}, ("moved",), error, seconds=duration
+        )
 
     monkeypatch.setattr(bisect_profile, "profile_ends", py_spy)
     config = load_config(git_repo.path)
-    said: list[str] = []
     plain = job.BisectSettings(compare=COMPARE_FAST, profile=True)
-    runs = [plain, plain, replace(plain, profile_duration=2.0), plain,
-            replace(plain, profile_duration=2.0), replace(plain, profile=False)]  # fmt: skip
-    lengths = []
-    for settings in runs:
+
+    def run(seconds: float | None = None, *, profile: bool = True) -> tuple[float, list[str]]:
+        said: list[str] = []
+        settings = replace(plain, profile=profile, profile_duration=seconds)
         (record,) = job.bisect(config, line[0], line[-1], "work", settings, progress=said.append)
         assert record.culprit is not None and record.culprit.sha == line[2]
-        assert record.profile is not None
-        lengths.append(record.profile.seconds)
-    assert taken == [5.0, 2.0]  # the default, then the other length asked for; else kept
-    assert lengths == [5.0, 5.0, 2.0, 2.0, 2.0, 2.0]
-    assert sum("(py-spy, 2 s a ref)" in s for s in said) == 1, said
-    assert "py-spy differential" in profile_lines(record)[0]
-    assert "profiled time, not a measurement, 2 s a ref" in profile_lines(record)[0]
+        assert record.profile is not None and record.profile.error == "", record.profile
+        sampled = record.profile.seconds
+        shown = f", {sampled:g} s a ref" if sampled else ""  # an older record: not said
+        assert profile_lines(record)[0].endswith(f"not a measurement{shown}):")
+        return record.profile.seconds, [s for s in said if s.startswith("profile:")]
+
+    where = f"work {line[1][:10]} → {line[2][:10]}"
+    assert run() == (5.0, [f"profile: {where} (py-spy, 5 s a ref)"])
+    assert run() == (5.0, [])  # kept
+    assert run(2.0) == (2.0, [f"profile: {where} (py-spy, 2 s a ref)"])  # another length
+    assert run() == (2.0, []) and run(2.0) == (2.0, []) and run(profile=False) == (2.0, [])
+    assert taken == [5.0, 2.0]
+    outcome[0] = "fail"  # a retake that fails keeps the stored differential
+    assert run(3.0) == (2.0, [
+        f"profile: {where} (py-spy, 3 s a ref)",
+        f"profile: {where} not taken again (py-spy could not attach); kept the 2 s one",
+    ])  # fmt: skip
+    outcome[0] = "stop"  # so does one that is stopped
+    with pytest.raises(KeyboardInterrupt):
+        run(4.0)
+    outcome[0] = "ok"
+    assert run(profile=False) == (2.0, [])
+    # A record written before the length was kept (no "seconds") sampled 5 s.
+    (path,) = (git_repo.path / ".perfctl" / "bisects").glob("*.json")
+    data = json.loads(path.read_text())
+    del data["profile"]["seconds"]
+    path.write_text(json.dumps(data))
+    assert run(5.0) == (0.0, [])
+    assert taken == [5.0, 2.0, 3.0, 4.0]
+    assert run(2.0) == (2.0, [f"profile: {where} (py-spy, 2 s a ref)"])

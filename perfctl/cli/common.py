@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from perfctl.errors import PerfctlError, UsageError
+from perfctl.profile import PROFILE_SECONDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,7 +72,7 @@ ProfileDurationOpt = Annotated[
         "--profile-duration",
         callback=finite,
         min=0.1,
-        help="With --profile: seconds each ref loops under py-spy (default 5).",
+        help=f"With --profile: seconds each ref loops under py-spy (default {PROFILE_SECONDS:g}).",
     ),
 ]
 

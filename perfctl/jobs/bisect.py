@@ -278,10 +278,6 @@ class Group:
             return record
         ends = (self.line[self.line.index(record.candidates[0]) - 1], record.candidates[-1])
         kept = _kept_links(b.prior_record, ends)
-        asked = self.settings.profile_duration
-        if self.settings.profile and asked is not None and "profile" in kept:
-            if (kept["profile"].seconds or PROFILE_SECONDS) != asked:  # older: 5 s
-                del kept["profile"]
         done = replace(  # resumed: profiled already
             record,
             profile=kept.get("profile", record.profile),
@@ -289,24 +285,48 @@ class Group:
         )
         # Saved as it stands before each differential is taken: a stop keeps the others.
         b.adopt(done)
-        if self.settings.profile and "profile" not in kept:
-            seconds = PROFILE_SECONDS if asked is None else asked
-            self.say(
-                f"profile: {record.regime} {ends[0].short} → {ends[1].short} "
-                f"(py-spy, {seconds:g} s a ref)"
-            )
-            from perfctl.jobs.bisect_profile import profile_ends
-
-            link = profile_ends(
-                self.config, record.regime, *ends, self.settings.compare.regimes, duration=seconds
-            )
-            b.adopt(done := replace(done, profile=link))
+        if self.settings.profile and self._retake(kept.get("profile")):
+            done = self._py_spy(b, done, ends, kept.get("profile"))
         counted = self.settings.compare.schedule.measure == "instructions"
         if self.settings.profile and counted and "callgrind" not in kept:
             from perfctl.jobs.bisect_profile import callgrind_ends
 
             link = callgrind_ends(self.config, done, ends, self.settings.compare, self.say)
             b.adopt(done := replace(done, callgrind=link))
+        return done
+
+    def _retake(self, stored: ProfileLink | None) -> bool:
+        """Whether py-spy's differential is taken: none of these ends is stored, or
+        --profile-duration asks for another length than the stored one's."""
+        asked = self.settings.profile_duration
+        # A record from before the length was kept sampled PROFILE_SECONDS.
+        return stored is None or (
+            asked is not None and asked != (stored.seconds or PROFILE_SECONDS)
+        )
+
+    def _py_spy(
+        self,
+        b: Searcher,
+        done: Bisection,
+        ends: tuple[RefInfo, RefInfo],
+        stored: ProfileLink | None,
+    ) -> Bisection:
+        """``done`` with py-spy's differential of ``ends``, saved; a failed retake keeps
+        the stored one (until a new one exists, a stop keeps it too)."""
+        from perfctl.jobs.bisect_profile import profile_ends
+
+        asked = self.settings.profile_duration
+        seconds = PROFILE_SECONDS if asked is None else asked
+        where = f"{done.regime} {ends[0].short} → {ends[1].short}"
+        self.say(f"profile: {where} (py-spy, {seconds:g} s a ref)")
+        link = profile_ends(
+            self.config, done.regime, *ends, self.settings.compare.regimes, duration=seconds
+        )
+        if link.error and stored is not None:
+            kept = stored.seconds or PROFILE_SECONDS
+            self.say(f"profile: {where} not taken again ({link.error}); kept the {kept:g} s one")
+            return done
+        b.adopt(done := replace(done, profile=link))
         return done
 
 

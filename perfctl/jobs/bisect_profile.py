@@ -39,9 +39,9 @@ def profile_ends(
         b = profiling.resolve_target(config, before.sha, isolated=True)
         d = profiling.profile_pair(config, regime, b, a, regimes=regimes, duration=duration)
     except PerfctlError as exc:
-        return ProfileLink(before, after, error=exc.message)
+        return ProfileLink(before, after, error=exc.message, seconds=duration)
     except OSError as exc:  # the reports folder cannot be written, say: never fatal
-        return ProfileLink(before, after, error=f"{type(exc).__name__}: {exc}")
+        return ProfileLink(before, after, error=f"{type(exc).__name__}: {exc}", seconds=duration)
     moved = [f for f in d.diff.functions if f.change != "same"][:5]
     movers = tuple(
         f"{f.where}: self time per op {_signed_us(f.delta_self_per_op_s)} ({f.change})"
