@@ -47,8 +47,11 @@ def profile_ends(
         f"{f.where}: self time per op {_signed_us(f.delta_self_per_op_s)} ({f.change})"
         for f in moved
     )
-    files = {"diff_svg": str(d.diff_svg), "diff_reverse_svg": str(d.diff_reverse_svg)}
-    files["diff_json"] = str(d.diff_json)
+    files = {
+        "diff_svg": str(d.diff_svg),
+        "diff_reverse_svg": str(d.diff_reverse_svg),
+        "diff_json": str(d.diff_json),
+    }
     return ProfileLink(before, after, files, movers, seconds=duration)
 
 
