@@ -299,10 +299,7 @@ class Group:
         """Whether py-spy's differential is taken: none of these ends is stored, or
         --profile-duration asks for another length than the stored one's."""
         asked = self.settings.profile_duration
-        # A record from before the length was kept sampled PROFILE_SECONDS.
-        return stored is None or (
-            asked is not None and asked != (stored.seconds or PROFILE_SECONDS)
-        )
+        return stored is None or (asked is not None and asked != _sampled(stored))
 
     def _py_spy(
         self,
@@ -323,11 +320,17 @@ class Group:
             self.config, done.regime, *ends, self.settings.compare.regimes, duration=seconds
         )
         if link.error and stored is not None:
-            kept = stored.seconds or PROFILE_SECONDS
+            kept = _sampled(stored)
             self.say(f"profile: {where} not taken again ({link.error}); kept the {kept:g} s one")
             return done
         b.adopt(done := replace(done, profile=link))
         return done
+
+
+def _sampled(link: ProfileLink) -> float:
+    """The seconds a stored py-spy differential sampled each end (a record from before
+    the length was kept: PROFILE_SECONDS, the only length there was)."""
+    return link.seconds or PROFILE_SECONDS
 
 
 def _kept_links(prior: Bisection | None, ends: tuple[RefInfo, RefInfo]) -> dict[str, ProfileLink]:
