@@ -26,6 +26,33 @@ def test_null_distribution_matches_scipy_exact_p() -> None:
     assert min(1.0, 2 * cdf[int(lower)]) == pytest.approx(expected, rel=1e-9)
 
 
+def _samples() -> list[np.ndarray]:
+    """Pairs as the paired test meets them: few and many, shifted or not, with ties and
+    zeros (identical values on both sides), and one value alone."""
+    rng = np.random.default_rng(7)
+    out = []
+    for n in (1, 2, 5, 11, 12, 30, 50, 51, 80):
+        for shift in (0.0, 0.01, 0.05):
+            out.append(rng.normal(shift, 0.02, size=n))
+            out.append(np.round(rng.normal(shift, 0.02, size=n), 2))  # ties and zeros
+    out += [np.array([0.0, 0.0, 0.01]), np.array([0.01, -0.01, 0.01, 0.02])]
+    return out
+
+
+def test_signed_rank_p_is_scipys_without_importing_it() -> None:
+    from scipy import stats as sps  # only here: perfctl computes the p itself
+
+    for d in _samples():
+        exact = paired._exact(d)
+        if np.all(d == 0):
+            continue
+        method = "exact" if exact else "approx"
+        kwargs = {} if exact else {"correction": True}
+        expected = float(sps.wilcoxon(d, alternative="two-sided", method=method, **kwargs).pvalue)
+        assert paired._wilcoxon_p(d, exact) == pytest.approx(expected, rel=1e-9, abs=1e-15), d
+    assert paired._wilcoxon_p(np.zeros(4), False) == 1.0
+
+
 @pytest.mark.parametrize("n", [6, 12, 30, 70])
 def test_ci_excludes_zero_exactly_when_p_below_alpha(n: int) -> None:
     rng = np.random.default_rng(n)
@@ -164,3 +191,22 @@ def test_each_row_is_analysed_the_way_it_was_measured(
     assert row.pairing == expected
     # Paired, the +5% in every process is plain; unpaired, 20% process noise hides it.
     assert (row.verdict == "regressed") == (expected == "same-process")
+
+
+def test_a_paired_verdict_leaves_scipy_stats_unloaded() -> None:
+    """The first sequential look of a comparison used to import scipy.stats (~0.9 s)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from perfctl.stats import paired\n"
+        "base = [[1.0 + i / 100] * 3 for i in range(12)]\n"
+        "head = [[v * 1.05 + i / 1000 for v in p] for i, p in enumerate(base)]\n"
+        "small = paired.compare_paired(base, head)\n"
+        "big = paired.compare_paired(base * 6, [[v * 1.01 for v in p] for p in base * 6])\n"
+        "assert small.p_value < 0.001 and big.n_base == 72, (small, big)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('scipy')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
