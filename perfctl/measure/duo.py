@@ -77,7 +77,13 @@ def write_pyperf(data: SideData, info: RegimeInfo, dest: Path) -> list[Path]:
     meta: dict[str, object] = {"name": info.name, "loops": data.loops, "inner_loops": info.ops}
     if data.clock in TIMER_NAMES:  # pyperf's own "timer" key says what timed the values
         meta["timer"] = TIMER_NAMES[data.clock]
-    runs = [pyperf.Run(list(p), warmups=None, metadata=meta) for p in data.processes]
+    # pyperf would otherwise collect metadata of this, the parent, process per run
+    # (its date, load, memory, Python; ~3-10 ms each, a `file` call among them):
+    # none of it describes the duo worker that took the values.
+    runs = [
+        pyperf.Run(list(p), warmups=None, metadata=meta, collect_metadata=False)
+        for p in data.processes
+    ]
     pyperf.Benchmark(runs).dump(str(dest), replace=True)
     return [dest]
 
