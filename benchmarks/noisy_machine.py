@@ -26,7 +26,9 @@ process``), ``auto`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
 ``same-process`` (``--pairing same-process``), ``affinity`` (``--affinity`` the
 first CPU this process may use: every worker of both refs on one CPU),
 ``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
-time), and any ``--design NAME='ARGS'`` given. Every comparison runs at the default
+time), and any ``--design NAME='ARGS'`` given (``--design "before=exe=PATH ARGS"``
+runs another checkout's perfctl, PATH its ``perfctl`` executable: two revisions in one
+run, each record naming its own revision). Every comparison runs at the default
 settings otherwise.
 
 Every result is appended to a JSONL file as it finishes; the table is printed at
@@ -184,9 +186,33 @@ def build(root: Path) -> dict[str, Any]:
     return {"n": n, "extras": extras, "shas": shas}
 
 
+def executable(args: list[str]) -> tuple[str, list[str]]:
+    """A design's perfctl (``exe=PATH`` as its first word: another checkout's, to put two
+    revisions side by side in one run) and its compare arguments."""
+    if args and args[0].startswith("exe="):
+        return args[0][4:], args[1:]
+    return tool("perfctl"), args
+
+
+def revision(exe: str) -> str:
+    """The git revision of the perfctl that ``exe`` runs (``+`` when its tree is edited)."""
+    if exe == tool("perfctl"):
+        from false_alarms import perfctl_rev
+
+        return perfctl_rev()
+    python = Path(exe).with_name("python")
+    code = "import os, perfctl; print(os.path.dirname(os.path.dirname(perfctl.__file__)))"
+    src = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    git = ["git", "-C", src.stdout.strip()]
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    dirty = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True)
+    return sha.stdout.strip()[:10] + ("+" if dirty.stdout.strip() else "")
+
+
 def compare(root: Path, head: str, args: list[str]) -> dict[str, Any]:
     """One default `perfctl compare A HEAD`; its rows by regime and its wall time."""
-    t = timed([tool("perfctl"), "compare", "A", head, "--format", "json", *args], root)
+    exe, args = executable(args)
+    t = timed([exe, "compare", "A", head, "--format", "json", *args], root)
     try:
         out = json.loads(t.stdout)
     except ValueError:
@@ -235,9 +261,7 @@ def run(args: argparse.Namespace) -> Path:
         designs[name] = shlex.split(extra)
     for head in PAIRS:  # builds the environments: not counted
         timed([tool("perfctl"), "compare", "A", head, "--fast", "--format", "json"], root)
-    from false_alarms import perfctl_rev as rev
-
-    perfctl_rev = rev()
+    revs = {name: revision(executable(extra)[0]) for name, extra in designs.items()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     print(f"writing {out}", file=sys.stderr)
@@ -254,7 +278,7 @@ def run(args: argparse.Namespace) -> Path:
                         before = load()
                         got = compare(root, head, [*designs[design], *only])
                         rec = {
-                            "perfctl": perfctl_rev,
+                            "perfctl": revs[design],
                             "condition": condition,
                             "design": design,
                             "args": [*designs[design], *only],

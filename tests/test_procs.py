@@ -325,3 +325,35 @@ def test_a_missing_command_fails_in_perfctl_as_popen_would(tmp_path: Path) -> No
     # A relative path is found from the child's working folder, as Popen finds it.
     done = procs.run(["./tool.sh"], timeout=10, cwd=tmp_path)
     assert done.stdout == f"ran in {tmp_path}\n"
+
+
+@pytest.mark.cli  # real processes
+def test_call_gives_the_exit_status_or_none_when_the_timeout_passes() -> None:
+    assert procs.call([sys.executable, "-c", "raise SystemExit(3)"], timeout=30) == 3
+    with procs.group([sys.executable, "-c", "import time; time.sleep(30)"]) as proc:
+        with pytest.raises(subprocess.TimeoutExpired):
+            procs.wait(proc, 0.2)
+        assert proc.poll() is None  # a timeout leaves the child to the caller
+    assert within(lambda: not alive(proc.pid))  # and the group's end kills it
+
+
+@pytest.mark.cli  # real processes
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+def test_wait_wakes_on_the_exit_with_or_without_a_pidfd(
+    monkeypatch: pytest.MonkeyPatch, pidfd: bool
+) -> None:
+    opened: list[int] = []
+    real = getattr(os, "pidfd_open", None)
+    if pidfd and real is None:
+        pytest.skip("no os.pidfd_open here")
+
+    def pidfd_open(pid: int, flags: int = 0) -> int:
+        opened.append(pid)
+        if not pidfd or real is None:
+            raise OSError("pidfd_open refused (a kernel before 5.3)")
+        return real(pid, flags)
+
+    monkeypatch.setattr(os, "pidfd_open", pidfd_open, raising=False)
+    with procs.group([sys.executable, "-c", "raise SystemExit(5)"]) as proc:
+        assert procs.wait(proc, 30) == 5
+    assert opened == [proc.pid]  # the pidfd was asked for; refused, Popen.wait polled

@@ -163,7 +163,7 @@ def _signal(pid: int, sig: int, group: bool = False) -> None:
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> bool:
     try:
-        proc.wait(timeout=timeout)
+        procs.wait(proc, timeout)
     except subprocess.TimeoutExpired:
         return False
     return True
