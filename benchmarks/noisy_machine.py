@@ -52,7 +52,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -190,7 +192,10 @@ def executable(args: list[str]) -> tuple[str, list[str]]:
     """A design's perfctl (``exe=PATH`` as its first word: another checkout's, to put two
     revisions side by side in one run) and its compare arguments."""
     if args and args[0].startswith("exe="):
-        return args[0][4:], args[1:]
+        exe = shutil.which(os.path.expanduser(args[0][4:]))  # compare() runs elsewhere
+        if exe is None:
+            raise SystemExit(f"{args[0]}: no such executable")
+        return os.path.abspath(exe), args[1:]
     return tool("perfctl"), args
 
 
@@ -201,12 +206,16 @@ def revision(exe: str) -> str:
 
         return perfctl_rev()
     python = Path(exe).with_name("python")
-    code = "import os, perfctl; print(os.path.dirname(os.path.dirname(perfctl.__file__)))"
-    src = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
-    git = ["git", "-C", src.stdout.strip()]
-    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-    dirty = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True)
-    return sha.stdout.strip()[:10] + ("+" if dirty.stdout.strip() else "")
+    code = "import os, perfctl; print(os.path.dirname(perfctl.__file__))"
+    # -I: the working folder (another perfctl checkout, maybe) stays off sys.path.
+    src = subprocess.run(
+        [str(python), "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    # As perfctl_rev() names this checkout's (an installed, not editable, perfctl has
+    # no repository: "unknown").
+    git = ["git", "-C", src.stdout.strip(), "describe", "--always", "--dirty"]
+    out = subprocess.run(git, capture_output=True, text=True, check=False)
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 def compare(root: Path, head: str, args: list[str]) -> dict[str, Any]:

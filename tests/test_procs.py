@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -357,3 +358,11 @@ def test_wait_wakes_on_the_exit_with_or_without_a_pidfd(
     with procs.group([sys.executable, "-c", "raise SystemExit(5)"]) as proc:
         assert procs.wait(proc, 30) == 5
     assert opened == [proc.pid]  # the pidfd was asked for; refused, Popen.wait polled
+    assert procs.wait(proc, 30) == 5 and opened == [proc.pid]  # reaped: no pidfd again
+
+
+@pytest.mark.cli  # real processes
+def test_an_endless_timeout_waits_as_popen_does() -> None:
+    # A regime may declare timeout=math.inf; poll() takes a C int of milliseconds.
+    assert procs.call([sys.executable, "-c", "raise SystemExit(4)"], timeout=math.inf) == 4
+    assert procs.call([sys.executable, "-c", "pass"], timeout=1e12) == 0

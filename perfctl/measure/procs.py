@@ -17,6 +17,7 @@ removes the scratch folders (``perfctl-cmp-*``...) it left.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import shutil
@@ -33,6 +34,7 @@ PR_SET_PDEATHSIG = 1
 # Scratch folders of one perfctl process (tempfile prefixes) that a sweep may remove.
 SCRATCH_PREFIXES = ("perfctl-cmp-", "perfctl-cal-", "perfctl-run-")
 OWNER_FILE = ".perfctl-owner"
+POLL_MAX_MS = 2**31 - 1  # the longest timeout poll() takes, in ms (a C int)
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -211,7 +213,11 @@ def wait(proc: subprocess.Popen[Any], timeout: float | None) -> int:
     worker's exit ~25 ms late on average: 7% of a 0.35 s worker process, every round
     of every comparison (benchmarks/README.md, "waiting for a worker").
     """
-    if timeout is None or not hasattr(os, "pidfd_open"):
+    if proc.returncode is not None:  # reaped already: its pid may be another's now
+        return proc.returncode
+    # poll() takes whole milliseconds in a C int: a longer (or infinite) timeout waits
+    # as Popen does, where a late wake-up costs nothing.
+    if timeout is None or not hasattr(os, "pidfd_open") or not timeout * 1000 < POLL_MAX_MS:
         return proc.wait(timeout=timeout)
     try:
         fd = os.pidfd_open(proc.pid)
@@ -219,7 +225,10 @@ def wait(proc: subprocess.Popen[Any], timeout: float | None) -> int:
         return proc.wait(timeout=timeout)
     try:
         # Readable once the child has exited; not reaped until proc.wait() below.
-        ready, _, _ = select.select([fd], [], [], max(timeout, 0.0))
+        # poll, not select: a pidfd numbered 1024 or more is out of select's range.
+        waiter = select.poll()
+        waiter.register(fd, select.POLLIN)
+        ready = waiter.poll(math.ceil(max(timeout, 0.0) * 1000))
     finally:
         os.close(fd)
     if not ready:

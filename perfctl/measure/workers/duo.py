@@ -61,6 +61,8 @@ class Side:
         if name.startswith("perfctl_regimes_"):
             return True
         path = getattr(module, "__file__", None)
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
         if not path or not isinstance(path, str):
             return False
         owned = self._owned.get(path)
