@@ -191,22 +191,3 @@ def test_each_row_is_analysed_the_way_it_was_measured(
     assert row.pairing == expected
     # Paired, the +5% in every process is plain; unpaired, 20% process noise hides it.
     assert (row.verdict == "regressed") == (expected == "same-process")
-
-
-def test_a_paired_verdict_leaves_scipy_stats_unloaded() -> None:
-    """The first sequential look of a comparison used to import scipy.stats (~0.9 s)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "from perfctl.stats import paired\n"
-        "base = [[1.0 + i / 100] * 3 for i in range(12)]\n"
-        "head = [[v * 1.05 + i / 1000 for v in p] for i, p in enumerate(base)]\n"
-        "small = paired.compare_paired(base, head)\n"
-        "big = paired.compare_paired(base * 6, [[v * 1.01 for v in p] for p in base * 6])\n"
-        "assert small.p_value < 0.001 and big.n_base == 72, (small, big)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('scipy')))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

@@ -666,7 +666,8 @@ def test_the_exact_rank_test_the_quantiles_and_spearman_agree_with_scipy() -> No
 
 
 def test_deciding_a_verdict_does_not_import_scipy_stats() -> None:
-    # scipy.stats costs ~0.7 s of imports in every command that decides a verdict.
+    # scipy.stats costs ~0.7-0.9 s of imports in every command that decides a verdict
+    # (same-process pairing's Wilcoxon p loaded it at a comparison's first look).
     import subprocess
     import sys
 
@@ -677,6 +678,12 @@ def test_deciding_a_verdict_does_not_import_scipy_stats() -> None:
         "decision.compare_sides([(float(i),) for i in range(1, 30)], [(i + 0.5,) for i in range(1, 30)])\n"
         "counters.compare_counts([(100.0,), (101.0,)], [(104.0,), (106.0,)])\n"
         "shape.drift([float(i) for i in range(12)])\n"
+        # Paired: the exact p (12 pairs) and the normal approximation (72 pairs).
+        "base = [[1.0 + i / 100] * 3 for i in range(12)]\n"
+        "head = [[v * 1.05 + i / 1000 for v in p] for i, p in enumerate(base)]\n"
+        "small = paired.compare_paired(base, head)\n"
+        "big = paired.compare_paired(base * 6, [[v * 1.01 for v in p] for p in base * 6])\n"
+        "assert small.p_value < 0.001 and big.n_base == 72, (small, big)\n"
         "print('scipy.stats' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
