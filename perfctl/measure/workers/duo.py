@@ -51,9 +51,10 @@ class Side:
         self.context: Any = None
         # File -> whether it lies under a root. leave() asks about every loaded module
         # after every value, outside the timed region but inside the round: a
-        # realpath() each (an lstat per path part) cost 2.5 ms a value with 115
-        # modules loaded and 29 ms with numpy, scipy and plotly (912), ~0.5 s a round
-        # of 50 ms values (benchmarks/README.md, "duo bookkeeping"); cached, 0.1 and 1 ms.
+        # realpath() each (an lstat per path part) cost 1.9 ms a value with 119
+        # modules loaded and 32 ms with numpy, scipy and plotly (913), ~0.7 s a round
+        # of 22 values; cached, 0.06 and 0.75 ms (benchmarks/README.md, "the
+        # same-process worker's bookkeeping between values", duo_bookkeeping.py).
         self._owned: dict[str, bool] = {}
 
     def owns(self, module: Any) -> bool:
