@@ -9,7 +9,8 @@ can be judged before it ships. Usage::
 Each cell prints the share of regressed/improved/other verdicts and the mean
 number of rounds; ``--futility 0`` switches the futility stop off, and
 ``--look-divisor`` / ``--noisy-divisor`` try other levels for the early stop on a
-change and for a noisy side.
+change and for a noisy side; ``--inside-widening`` another widening for the early stop
+inside the band (1.0: the rule before that stop was guarded).
 """
 
 from __future__ import annotations
@@ -30,14 +31,23 @@ from tests.test_stats import cv_of, simulate  # noqa: E402
 
 
 def one_run(
-    rng: np.random.Generator, shift: float, cv: float, first: int, last: int, futility: bool
+    rng: np.random.Generator,
+    shift: float,
+    cv: float,
+    first: int,
+    last: int,
+    futility: bool,
+    inside_widening: float = stats.INSIDE_WIDENING,
 ) -> tuple[str, int]:
     """One sequential comparison: (verdict, rounds used)."""
     base, head = simulate(rng, last, shift=shift, cv=cv)
     n = first
     while True:
         change = stats.compare_sides(base[:n], head[:n])
-        if n >= last or stats.is_clear(change, threshold=0.02, futility=futility):
+        clear = stats.is_clear(
+            change, threshold=0.02, futility=futility, inside_widening=inside_widening
+        )
+        if n >= last or clear:
             break
         n += 1
     verdict, _ = stats.decide(
@@ -71,6 +81,10 @@ def main() -> None:
         "--noisy-divisor", type=float, default=stats.NOISY_ALPHA_DIVISOR,
         help="a side noisier than max_cv needs p < alpha / this",
     )  # fmt: skip
+    parser.add_argument(
+        "--inside-widening", type=float, default=stats.INSIDE_WIDENING,
+        help="an early stop inside the band judges the CI widened this much (1.0: before)",
+    )  # fmt: skip
     args = parser.parse_args()
     # Candidate rules are tried by setting the module's constants.
     stats.FUTILITY_P = args.futility_p
@@ -86,7 +100,15 @@ def main() -> None:
             for shift in args.shift:
                 rng = np.random.default_rng(args.seed)
                 runs = [
-                    one_run(rng, shift, cv, args.rounds, args.max_rounds, bool(fut))
+                    one_run(
+                        rng,
+                        shift,
+                        cv,
+                        args.rounds,
+                        args.max_rounds,
+                        bool(fut),
+                        args.inside_widening,
+                    )  # fmt: skip
                     for _ in range(args.trials)
                 ]
                 reg = sum(v == REGRESSED for v, _ in runs) / len(runs)

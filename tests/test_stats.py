@@ -364,6 +364,19 @@ def test_is_clear_not_while_the_answer_could_change() -> None:
     assert stats.is_clear(change(0.05, 0.027, 0.073, p=1e-4), threshold=0.02)
 
 
+def test_an_early_stop_inside_the_band_is_judged_on_the_widened_interval() -> None:
+    # Inside +/-2% at 95%, but not once widened 1.3x for repeated looks: 1.3 * 0.017 > 0.02.
+    assert not stats.is_clear(change(0.0, -0.017, 0.017, p=0.9, n=12), threshold=0.02)
+    assert stats.is_clear(change(0.0, -0.015, 0.015, p=0.9, n=12), threshold=0.02)
+    # Widened about the estimate, each side keeping its own length: 0.01 + 1.3 * 0.008 > 0.02.
+    assert not stats.is_clear(change(0.01, -0.005, 0.018, p=0.2, n=12), threshold=0.02)
+    assert stats.is_clear(change(0.01, -0.005, 0.0175, p=0.2, n=12), threshold=0.02)
+    plain = stats.is_clear(
+        change(0.0, -0.017, 0.017, p=0.9, n=12), threshold=0.02, inside_widening=1
+    )
+    assert plain
+
+
 def test_is_clear_needs_haybittle_peto_significance_to_stop_on_a_change() -> None:
     # p = 0.002 is a regression for decide() but not enough to stop at an
     # interim look: that takes p < alpha / 50 = 0.001.
