@@ -114,7 +114,8 @@ def paired_run(
 def test_an_early_stop_inside_the_band_keeps_a_change_at_its_edge_honest() -> None:
     # Looking after every pair, the plain interval wanders below a true +2% at some
     # look far more often than its 2.5% at a fixed size; judged widened 1.3x, the inside
-    # stop gives "no change" excluding +2% about as rarely (benchmarks/inside_stop.py).
+    # stop comes near that 2.5% (benchmarks/inside_stop.py: 7.3% against 3.3% in 1,000
+    # runs). These 300 seeds: 19 plain, 10 guarded.
     def below_the_edge(seed: int, widening: float) -> bool:
         verdict, _, c = paired_run(np.random.default_rng(seed), 0.02, 0.035, 37, widening)
         return verdict == NO_CHANGE and c.ci_high < 0.02
@@ -122,7 +123,7 @@ def test_an_early_stop_inside_the_band_keeps_a_change_at_its_edge_honest() -> No
     trials = 300
     guarded = sum(below_the_edge(i, decision.INSIDE_WIDENING) for i in range(trials))
     plain = sum(below_the_edge(i, 1.0) for i in range(trials))
-    assert guarded / trials < 0.045 < plain / trials
+    assert guarded <= 13 < plain, (guarded, plain)
 
 
 def test_too_few_pairs_give_the_full_range_and_no_significance() -> None:

@@ -28,7 +28,8 @@ Why it looks like this (see "How perfctl decides" in the README for the user-fac
 * **Sequential sampling** stops once :func:`is_clear` (an early stop on a change
   needs p < alpha/50, Haybittle-Peto, and a widened CI beyond the band, and a p
   that the verdict's own level, alpha or alpha/10, still accepts after the
-  correction for the regimes compared, :func:`look_level`).
+  correction for the regimes compared, :func:`look_level`; one inside the band, a
+  widened CI inside it).
 
 Rates (A/A false verdicts, power) are simulated in tests/test_stats.py. A change
 is ``head/base - 1``: a slower head is positive. numpy loads at module top (scipy.stats
@@ -92,7 +93,8 @@ LOOK_WIDENING = 1.2
 # far more often: a paired +2.0% change at a ratio spread of 3.5% was stopped as
 # "no change" with an interval excluding +2% in 7.3% of 10 -> 37 pair runs with the
 # plain interval, 3.3% at 1.3x (2.6% at 1.4x), for a median of 30 pairs instead of 22
-# under A/A (benchmarks/inside_stop.py; the noisy-machine cells saw 4 of 26).
+# under A/A (benchmarks/inside_stop.py; the noisy-machine cells saw 4 of 26). The
+# futility stop and the final verdict keep the plain interval (a 95% floor of 2.5%).
 INSIDE_WIDENING = 1.3
 
 # Futility stop: after FUTILITY_MIN_N processes a side, a raw p above FUTILITY_P
