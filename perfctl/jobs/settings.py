@@ -45,8 +45,8 @@ class CompareSettings:
         return self.schedule.threshold
 
 
-# Presets. Cost per regime on a 2-core VM at ~0.25 s per process: fast ≈ 3 s,
-# default 3–15 s (stops once the answer is clear), rigorous 10–60 s.
+# Presets. Cost per regime on a 2-core VM (README §7): fast ≈ 3–6 s; the default
+# stops once the answer is clear, at most 60 s; rigorous at most 240 s.
 COMPARE_FAST = CompareSettings(
     schedule=Schedule(rounds=6, max_rounds=6, values=2, time_budget=10), name="fast"
 )
