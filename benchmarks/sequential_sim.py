@@ -108,7 +108,7 @@ def main() -> None:
                         args.max_rounds,
                         bool(fut),
                         args.inside_widening,
-                    )  # fmt: skip
+                    )
                     for _ in range(args.trials)
                 ]
                 reg = sum(v == REGRESSED for v, _ in runs) / len(runs)

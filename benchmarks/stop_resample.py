@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,11 @@ import numpy as np
 
 from perfctl.model import IMPROVED, NO_CHANGE, REGRESSED
 from perfctl.stats import decision
-from perfctl.stats.paired import compare_paired, pair_log_ratios
+from perfctl.stats.paired import pair_log_ratios
+
+# The stopping rule's replay is tests/test_paired.py's (inside_stop.py uses it too).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.test_paired import stop_paired  # noqa: E402
 
 STORE = Path(tempfile.gettempdir()) / "perfctl-bench" / "noisy-work" / "project" / ".perfctl"
 BAND = 0.02
@@ -116,28 +121,12 @@ def _lag1(x: np.ndarray) -> float:
     return float(np.sum(y[1:] * y[:-1]) / np.sum(y * y))
 
 
-def _clear(change: decision.Change, widen: float) -> bool:
-    """perfctl's stopping rule, with the inside-the-band stop judged on the CI widened
-    ``widen``-fold (``decision.INSIDE_WIDENING`` is perfctl's)."""
-    return decision.is_clear(change, threshold=BAND, inside_widening=widen)
-
-
 def one_run(
     rng: np.random.Generator, pool: np.ndarray, widen: float, last: int
 ) -> tuple[str, int, decision.Change]:
-    """One simulated comparison: (verdict, pairs used, change)."""
-    d = rng.choice(pool, size=last, replace=True)
-    n = 10  # the default first look (--rounds)
-    while True:
-        change = compare_paired([(1.0,)] * n, [(math.exp(x),) for x in d[:n]])
-        if n >= last or _clear(change, widen):
-            break
-        n += 1
-    spread = float(np.std(d[:n], ddof=1))
-    verdict, _ = decision.decide(
-        change, change.p_value, threshold=BAND, alpha=0.05, base_cv=spread, head_cv=spread
-    )
-    return str(verdict), n, change
+    """One simulated comparison of ``last`` pairs drawn from ``pool``, stopped by perfctl's
+    rule with the inside stop's interval widened ``widen``-fold: (verdict, pairs, change)."""
+    return stop_paired(rng.choice(pool, size=last, replace=True), widen)
 
 
 def simulate(
