@@ -169,15 +169,17 @@ COMPETITORS = {
 }
 
 
-def build(root: Path) -> dict[str, Any]:
-    """The repository with A, A2, P5 and P2; the calibration it used."""
+def build(root: Path, pipe_band: float | None = None) -> dict[str, Any]:
+    """The repository with A, A2, P5 and P2; the calibration it used (``pipe_band``: the
+    noise band the ``pipe`` regime declares, ``@regime(threshold=)``)."""
     from false_alarms import calibrate  # ~100 µs of CPU, checked linear in iterations
 
     n, _, _ = calibrate()
     init_repo(root)
     (root / ".gitignore").write_text(".perfctl/\n__pycache__/\n")
     (root / "pyproject.toml").write_text(PYPROJECT)
-    (root / "perf_regimes.py").write_text(REGIMES)
+    declared = f"@regime(threshold={pipe_band!r})\ndef pipe" if pipe_band else "@regime\ndef pipe"
+    (root / "perf_regimes.py").write_text(REGIMES.replace("@regime\ndef pipe", declared))
     mod = root / "noisy.py"
     extras = {"A": 0, "A2": 0, "P5": round(0.05 * n), "P2": round(0.02 * n)}
     shas = {}
@@ -185,7 +187,7 @@ def build(root: Path) -> dict[str, Any]:
         comment = "only this comment differs" if tag == "A2" else f"revision {tag}"
         mod.write_text(MODULE.format(comment=comment, n=n, extra=extra))
         shas[tag] = commit(root, f"{tag}: extra {extra}", tag)
-    return {"n": n, "extras": extras, "shas": shas}
+    return {"n": n, "extras": extras, "shas": shas, "pipe_band": pipe_band}
 
 
 def executable(args: list[str]) -> tuple[str, list[str]]:
@@ -260,9 +262,13 @@ def run(args: argparse.Namespace) -> Path:
     meta_file = work / "meta.json"
     if meta_file.exists():
         meta = json.loads(meta_file.read_text())
+        if meta.get("pipe_band") != args.pipe_band:
+            raise SystemExit(
+                f"{work} was built with --pipe-band {meta.get('pipe_band')}: use another --workdir"
+            )
     else:
         work.mkdir(parents=True, exist_ok=True)
-        meta = build(root)
+        meta = build(root, args.pipe_band)
         meta_file.write_text(json.dumps(meta, indent=2))
     designs = {**{k: DESIGNS[k] for k in args.designs.split(",") if k in DESIGNS}}
     for spec in args.design:
@@ -406,6 +412,9 @@ def main() -> None:
         "--regime", action="append", default=[], help="measure only these regimes (repeatable)"
     )
     ap.add_argument("--workdir", default=str(RESULTS / "noisy-work"))
+    ap.add_argument(
+        "--pipe-band", type=float, help="the pipe regime declares this noise band (0.10 = 10%%)"
+    )
     ap.add_argument("--summarize", nargs="+", help="summarize these JSONL files only")
     args = ap.parse_args()
     if args.summarize:

@@ -10,7 +10,8 @@ Each cell prints the share of regressed/improved/other verdicts and the mean
 number of rounds; ``--futility 0`` switches the futility stop off, and
 ``--look-divisor`` / ``--noisy-divisor`` try other levels for the early stop on a
 change and for a noisy side; ``--inside-widening`` another widening for the early stop
-inside the band (1.0: the rule before that stop was guarded).
+inside the band (1.0: the rule before that stop was guarded); ``--band 0.10`` judges
+on a regime's own ±10% band, its "too noisy" limit and futility bound scaled with it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from perfctl.model import IMPROVED, REGRESSED
 from perfctl.stats import decision as stats
+from perfctl.stats.band import scaled
 
 # The process model is the one tests/test_stats.py asserts against: one model, two uses.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,14 +40,17 @@ def one_run(
     last: int,
     futility: bool,
     inside_widening: float = stats.INSIDE_WIDENING,
+    band: float = 0.02,
 ) -> tuple[str, int]:
     """One sequential comparison: (verdict, rounds used)."""
     base, head = simulate(rng, last, shift=shift, cv=cv)
+    limit = scaled(stats.MAX_CV, band)  # the runner's noisy side, on this band
     n = first
     while True:
         change = stats.compare_sides(base[:n], head[:n])
+        noisy = stats.is_noisy(cv_of(base[:n]), cv_of(head[:n]), limit)
         clear = stats.is_clear(
-            change, threshold=0.02, futility=futility, inside_widening=inside_widening
+            change, threshold=band, futility=futility, inside_widening=inside_widening, noisy=noisy
         )
         if n >= last or clear:
             break
@@ -53,7 +58,7 @@ def one_run(
     verdict, _ = stats.decide(
         change,
         change.p_value,
-        threshold=0.02,
+        threshold=band,
         alpha=0.05,
         base_cv=cv_of(base[:n]),
         head_cv=cv_of(head[:n]),
@@ -70,6 +75,10 @@ def main() -> None:
     parser.add_argument("--shift", type=float, nargs="+", default=[0.0, 0.03, 0.05, 0.10])
     parser.add_argument("--futility", type=int, choices=(0, 1), nargs="+", default=[0, 1])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--band", type=float, default=0.02,
+        help="the noise band judged on (a regime's own, @regime(threshold=)); limits scale",
+    )  # fmt: skip
     parser.add_argument("--futility-p", type=float, default=stats.FUTILITY_P)
     parser.add_argument("--futility-bound", type=float, default=stats.FUTILITY_BOUND)
     parser.add_argument("--futility-min-n", type=int, default=stats.FUTILITY_MIN_N)
@@ -108,6 +117,7 @@ def main() -> None:
                         args.max_rounds,
                         bool(fut),
                         args.inside_widening,
+                        args.band,
                     )
                     for _ in range(args.trials)
                 ]

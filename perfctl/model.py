@@ -7,7 +7,8 @@ Durations are always seconds per operation (``*_s``); reports convert to
    fields with defaults, so older files still load and older readers ignore them:
    ``Comparison.recomputed_from`` (the measured comparison a ``--from-store``
    recomputation re-decided; empty for a measurement); ``warning_kinds`` beside
-   ``warnings`` (:mod:`perfctl.caveats`); ``pairing`` and ``seconds`` of a result and a row.
+   ``warnings`` (:mod:`perfctl.caveats`); ``pairing``, ``seconds`` and ``threshold`` (a
+   regime's own noise band) of a result and a row.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ class RegimeInfo:
     skip_reason: str | None = None
     clock: str = "wall"  # "device": the regime times itself (CUDA events); host time is a metric
     max_peak: int | None = None  # bytes: the regime's declared memory limit
+    threshold: float | None = None  # the regime's own noise band (None: the comparison's)
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ class RegimeResult:
     unit: str = "s"
     clock: str = "wall"  # what timed the values: "wall", "device" (its own), "cpu"/"busy" (--clock)
     max_peak: int | None = None  # bytes: the regime's declared memory limit (RegimeInfo)
+    threshold: float | None = None  # its declared noise band (RegimeInfo)
     # How the values were measured: "process" (each ref in its own worker processes) or
     # "same-process" (both refs in every worker); "" in records older than the field.
     pairing: str = ""
@@ -260,6 +263,7 @@ class RegimeComparison:
     clock: str = "wall"
     max_peak: int | None = None  # head's declared memory limit, bytes
     over_limit: str = ""  # why head is over max_peak (only --measure memory can tell)
+    threshold: float | None = None  # head's declared noise band: judged on it, not the comparison's
     pairing: str = ""  # the pairing the verdict's test assumed (RegimeResult.pairing)
     seconds: float = 0.0  # wall seconds spent measuring it (RegimeResult.seconds); 0: unknown
 
@@ -364,10 +368,6 @@ def run_from_dict(d: dict[str, Any]) -> Run:
     return _build(Run, d)
 
 
-def _side(d: dict[str, Any] | None) -> SideStats | None:
-    return None if d is None else _build(SideStats, d)
-
-
 def regime_comparison_from_dict(d: dict[str, Any]) -> RegimeComparison:
     """Rebuild a RegimeComparison."""
     d = dict(d)
@@ -375,8 +375,8 @@ def regime_comparison_from_dict(d: dict[str, Any]) -> RegimeComparison:
     for key in ("base_status", "head_status"):
         if key in d:
             d[key] = _enum(Status, d[key], "regime status")
-    d["base"] = _side(d.get("base"))
-    d["head"] = _side(d.get("head"))
+    for key in ("base", "head"):
+        d[key] = None if d.get(key) is None else _build(SideStats, d[key])
     for key in ("base_values", "head_values"):
         d[key] = _tuples(d.get(key))
     for key in ("base_order", "head_order"):

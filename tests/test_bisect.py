@@ -14,10 +14,11 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from perfctl.config import load_config
+from perfctl.config import Config, load_config
 from perfctl.errors import BuildError, GitError, StoreError, UsageError
 from perfctl.jobs import bisect as job
 from perfctl.jobs import bisect_pairs
@@ -188,6 +189,18 @@ def test_the_confirm_judges_measure_again_until_clear_and_precise() -> None:
     assert cj(_row(0.12, 0.049, 0.197)) == B and pj(_row(0.12, 0.049, 0.197)) == U
     assert pj(_row(0.08, 0.06, 0.10)) == B
     assert pj(_row(0.0, -0.01, 0.01, "no change")) == G
+    # A regime's own band (@regime(threshold=0.3)) is the one its rows are judged on.
+    loose = replace(_row(0.10, 0.0, 0.21, "no change"), threshold=0.3)
+    assert cj(loose) == G and cj(replace(loose, threshold=None)) == U
+
+
+def test_a_bisection_reads_a_regimes_own_band_from_its_rows() -> None:
+    pairs = bisect_pairs.Pairs(cast(Config, None), 1, True, lambda _: None, "time")
+    assert pairs.band("pipe", 0.02) == 0.02  # nothing measured yet
+    pair = pairs.pairs[(False, "a", "b")] = bisect_pairs.Pair()
+    pair.rows["pipe"] = [replace(_row(0.1, 0.0, 0.2), threshold=0.15)]
+    pair.rows["work"] = [_row(0.1, 0.0, 0.2)]
+    assert (pairs.band("pipe", 0.02), pairs.band("work", 0.02)) == (0.15, 0.02)
 
 
 def _processes(

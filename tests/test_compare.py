@@ -181,6 +181,54 @@ def test_table_output_and_from_store(repo: GitRepo) -> None:
     assert none.returncode == 2 and "Error: no regime matches `nope`" in none.stderr
 
 
+BANDED = """\
+from perfctl import regime
+import toy
+
+@regime(family="toy")
+def work():
+    \"\"\"Judged on the comparison's band.\"\"\"
+    return toy.work
+
+@regime(family="toy", threshold=0.6)
+def loose():
+    \"\"\"The same call, judged on a band of its own.\"\"\"
+    return toy.work
+"""
+
+
+def test_a_regime_is_judged_on_the_band_it_declares(tmp_path: Path) -> None:
+    r = GitRepo(tmp_path / "proj")
+    r.path.mkdir()
+    r.git("init", "-q", "-b", "main")
+    r.write("pyproject.toml", PYPROJECT)
+    r.write("toy/__init__.py", TOY.format(n=8000))
+    r.write("bench/regimes.py", BANDED)
+    r.commit("c1")
+    r.write("toy/__init__.py", TOY.format(n=10000))  # 25% more work
+    r.commit("c2")
+    schedule = ["--rounds", "12", "--max-rounds", "40", "--min-time", "0.01"]  # room under noise
+    proc = run_cli("compare", "HEAD~1", "HEAD", *schedule, "--format", "json", cwd=r.path)
+    assert proc.returncode == 0, proc.stderr
+    rows = verdicts(proc)
+    assert rows["work"]["verdict"] == "regressed" and rows["work"]["threshold"] is None
+    # The same change, inside its own ±60%: never called a regression.
+    assert rows["loose"]["verdict"] in ("no change", "within noise"), rows["loose"]["reason"]
+    assert rows["loose"]["threshold"] == 0.6 and "60% noise band" in rows["loose"]["reason"]
+    table = run_cli("compare", "--from-store", "HEAD~1", "HEAD", cwd=r.path)
+    assert table.returncode == 0, table.stderr  # the stored results keep the band
+    said = " ".join(table.stdout.split())
+    assert "Noise bands of their own (declared by the regime, in place of ±2%): loose ±60%." in said
+    assert "1 regressed" in said and "loose" in said
+    # --threshold sets the band of the regimes that declare none.
+    wide = run_cli(
+        "compare", "--from-store", "HEAD~1", "HEAD", "--threshold", "0.9", "--format", "json",
+        cwd=r.path,
+    )  # fmt: skip
+    assert verdicts(wide)["work"]["verdict"] in ("no change", "within noise")
+    assert verdicts(wide)["loose"]["reason"] == rows["loose"]["reason"]
+
+
 def test_worktree_pseudo_ref_with_uncommitted_edit(repo: GitRepo) -> None:
     src = repo.path / "toy" / "__init__.py"
     original = src.read_text()

@@ -73,6 +73,8 @@ def test_comparison_file_with_an_unknown_verdict_is_refused(tmp_path: Path) -> N
         (lambda d: d["machine"].update(cores=-(2**63)), "machine.cores: a number too large"),
         (lambda d: d["regimes"][0]["artifacts"].update(k=1), "regimes[0].artifacts.k: expected"),
         (lambda d: d["regimes"][0].update(seconds="9"), "regimes[0].seconds: expected a number"),
+        (lambda d: d["regimes"][0].update(threshold=5), "regimes[0].threshold: a noise band must"),
+        (lambda d: d["regimes"][0].update(threshold="x"), "regimes[0].threshold: expected"),
     ],
 )
 def test_schema_violations_name_the_field(mutate: Any, field: str) -> None:

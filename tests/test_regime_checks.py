@@ -60,6 +60,25 @@ def test_a_good_timeout_and_baseline_pass(tmp_path: Path) -> None:
     assert probe(tmp_path, body) == ["work[n=1]", "work[n=2]", "base[n=1]", "base[n=2]"]
 
 
+@pytest.mark.parametrize("band", ["0", "1", "-0.1", "2", "'5%'", "math.nan", "True"])
+def test_a_declared_noise_band_must_be_a_fraction_below_one(tmp_path: Path, band: str) -> None:
+    body = f"@regime(threshold={band})\ndef work():\n    return lambda: None\n"
+    with pytest.raises(RegimeLoadError, match="threshold must be") as info:
+        probe(tmp_path, body)
+    assert "regimes_0.py:4" in info.value.message
+
+
+def test_a_declared_noise_band_reaches_the_regime_info(tmp_path: Path) -> None:
+    body = (
+        "@regime(threshold=0.1)\ndef loose():\n    return lambda: None\n\n"
+        "@regime\ndef plain():\n    return lambda: None\n"
+    )
+    f = tmp_path / "regimes.py"
+    f.write_text(HEADER + body)
+    found = {r.name: r.threshold for r in discovery.probe(Path(sys.executable), [f], cwd=tmp_path)}
+    assert found == {"loose": 0.1, "plain": None}
+
+
 def test_a_missing_baseline_is_an_error_naming_it(tmp_path: Path) -> None:
     body = '@regime(baseline="direct")\ndef work():\n    return lambda: None\n'
     with pytest.raises(RegimeLoadError, match="its baseline 'direct' is not a defined regime"):

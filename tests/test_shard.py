@@ -244,6 +244,25 @@ def test_merged_counter_shards_keep_their_test_and_limits(repo: GitRepo) -> None
     assert all(r.over_limit.endswith("over max_peak 1 MB") for r in merged.regimes)
 
 
+def test_merged_shards_judge_each_regime_on_its_own_band(repo: GitRepo) -> None:
+    """A band a regime declared (``@regime(threshold=)``) survives the merge's re-decision."""
+    from dataclasses import replace
+
+    base = tuple((1.0 + 0.001 * i,) for i in range(10))
+    head = tuple((1.2 + 0.001 * i,) for i in range(10))  # +20%, as clear as it gets
+
+    def slower(c: Comparison, band: float | None) -> Comparison:
+        rows = tuple(replace(r, base_values=base, head_values=head, base_order=tuple(range(0, 20, 2)),
+                             head_order=tuple(range(1, 20, 2)), threshold=band) for r in c.regimes)  # fmt: skip
+        return replace(c, regimes=rows)
+
+    own = shard.merge([slower(_fake_shard(repo, k), 0.5) for k in (1, 2)], "m", "now")
+    assert {(r.verdict, r.threshold) for r in own.regimes} == {("within noise", 0.5)}
+    assert all("within the 50% noise band" in r.reason for r in own.regimes)
+    plain = shard.merge([slower(_fake_shard(repo, k), None) for k in (1, 2)], "m", "now")
+    assert {r.verdict for r in plain.regimes} == {"regressed"}
+
+
 @pytest.mark.slow
 def test_ci_shard_writes_artefacts_and_leaves_gate_and_comment_to_merge(
     repo: GitRepo, tmp_path: Path

@@ -15,6 +15,7 @@ import pytest
 from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE
 from perfctl.stats import decision as stats
 from perfctl.stats import history
+from perfctl.stats.band import scaled
 
 Processes = list[tuple[float, ...]]
 FALSE_VERDICTS = (REGRESSED, IMPROVED)
@@ -43,11 +44,12 @@ def cv_of(processes: Processes) -> float:
     return float(np.std(means, ddof=1) / np.mean(means)) if means.size > 1 else 0.0
 
 
-def verdict_of(base: Processes, head: Processes) -> str:
+def verdict_of(base: Processes, head: Processes, threshold: float = 0.02) -> str:
     """The verdict for one regime compared alone (so p_adjusted = p)."""
     change = stats.compare_sides(base, head)
+    b, h = cv_of(base), cv_of(head)
     return stats.decide(
-        change, change.p_value, threshold=0.02, alpha=0.05, base_cv=cv_of(base), head_cv=cv_of(head)
+        change, change.p_value, threshold=threshold, alpha=0.05, base_cv=b, head_cv=h
     )[0]
 
 
@@ -483,13 +485,17 @@ def test_twofold_slowdown_is_regressed_even_in_noisy_data() -> None:
     assert verdicts.count(REGRESSED) / len(verdicts) >= 0.95
 
 
-def sequential_verdict(base: Processes, head: Processes, futility: bool = True) -> tuple[str, int]:
+def sequential_verdict(
+    base: Processes, head: Processes, futility: bool = True, threshold: float = 0.02
+) -> tuple[str, int]:
     """The runner's schedule: 10 rounds, then one more until clear or all used."""
+    limit = scaled(stats.MAX_CV, threshold)  # the runner's noisy-side rule
     for n in range(10, len(base) + 1):
         change = stats.compare_sides(base[:n], head[:n])
-        if stats.is_clear(change, threshold=0.02, futility=futility):
+        noisy = stats.is_noisy(cv_of(base[:n]), cv_of(head[:n]), limit)
+        if stats.is_clear(change, threshold=threshold, futility=futility, noisy=noisy):
             break
-    return verdict_of(base[:n], head[:n]), n
+    return verdict_of(base[:n], head[:n], threshold), n
 
 
 def test_futility_stop_ends_unchanged_regimes_early_in_noise() -> None:
@@ -518,6 +524,38 @@ def test_sequential_sampling_finds_five_percent_at_4_percent_cv() -> None:
     runs = [sequential_verdict(*simulate(rng, 60, shift=0.05, cv=0.04)) for _ in range(200)]
     assert sum(v == REGRESSED for v, _ in runs) / len(runs) >= 0.95
     assert np.mean([n for _, n in runs]) < 35
+
+
+def test_a_band_wider_than_two_percent_scales_the_noise_limit_and_the_futility_bound() -> None:
+    # A regime's own band (@regime(threshold=)): the limits set for +/-2% scale with it.
+    aa = change(0.01, -0.06, 0.08, p=0.7, n=40)
+
+    def on(band: float) -> tuple[str, str]:
+        return stats.decide(aa, 0.7, threshold=band, alpha=0.05, base_cv=0.3, head_cv=0.3)
+
+    assert on(0.10)[0] == NO_CHANGE
+    assert on(0.05)[0] == INCONCLUSIVE and "(limit 25%)" in on(0.05)[1]  # 5x the band
+    assert "(limit 10%)" in on(0.01)[1]  # never scaled down
+    wide = change(0.0, -0.12, 0.12, p=0.6, n=40)  # inside +/-12.5%, not inside 1.3 x it
+    assert stats.is_clear(wide, threshold=0.10)
+    assert not stats.is_clear(wide, threshold=0.02)
+    assert scaled(0.05, 0.01) == 0.05 and scaled(0.05, 0.10) == pytest.approx(0.25)
+
+
+def test_a_regime_band_keeps_aa_false_verdicts_low_in_noise_of_its_size() -> None:
+    # Rank tests are scale-free: CV 30% judged on +/-10% is about CV 6% on +/-2%, so the
+    # simulated rates carry over (0 of 300 false here, 293 `no change`, ~33 rounds; +25%
+    # at CV 20%, +5% at CV 4% scaled, 93 of 100). Near the scaled limit the log scale bends
+    # it: CV 40% on +/-10% gave 230 `no change`, 60 `inconclusive` where CV 8% on +/-2% gave 271.
+    rng = np.random.default_rng(31)
+    runs = [sequential_verdict(*simulate(rng, 60, cv=0.30), threshold=0.10) for _ in range(300)]
+    assert sum(v in FALSE_VERDICTS for v, _ in runs) / len(runs) <= 0.02
+    assert sum(v == NO_CHANGE for v, _ in runs) / len(runs) >= 0.85
+    found = [
+        sequential_verdict(*simulate(rng, 60, shift=0.25, cv=0.20), threshold=0.10)
+        for _ in range(100)
+    ]
+    assert sum(v == REGRESSED for v, _ in found) / len(found) >= 0.9
 
 
 def test_sequential_sampling_stops_early_on_a_large_change() -> None:

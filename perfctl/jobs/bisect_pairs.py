@@ -30,6 +30,7 @@ from perfctl.model import (
     RegimeComparison,
 )
 from perfctl.regimes.discovery import glob_hits
+from perfctl.stats.band import band_of
 from perfctl.stats.bisection import (
     Likeness,
     Slowdown,
@@ -162,6 +163,14 @@ class Pairs:
             elif cid not in self.left_out:
                 self.left_out.add(cid)
                 self.say(Notice(f"not pooling stored comparison {cid}: {why}"))
+
+    def band(self, name: str, default: float) -> float:
+        """``name``'s noise band: its own where a measured row of it declares one."""
+        for pair in self.pairs.values():
+            for row in pair.rows.get(name, ()):
+                if row.threshold is not None:
+                    return band_of(row.threshold, default)
+        return default
 
     def pair(
         self,
@@ -334,7 +343,9 @@ def make_step(
 def confirm_judge(row: RegimeComparison, band: float) -> Likeness:
     """BAD vs GOOD: only a regression starts a search. Measured again (unknown): an
     ``inconclusive`` or ``within noise`` verdict whose CI still reaches beyond ``band``
-    (the noise band), and a ``no change`` whose estimate is a slowdown beyond it."""
+    (the noise band; the regime's own where it declares one), and a ``no change`` whose
+    estimate is a slowdown beyond it."""
+    band = band_of(row.threshold, band)
     if row.verdict == REGRESSED:
         return Likeness.BAD
     if row.verdict in (FAILED, SKIPPED):

@@ -261,8 +261,8 @@ def _measure_regime(
     workers = {s: _worker(config, sides[s], files, settings.schedule.affinity) for s in SIDES}
     logs = {s: config.state_dir / "logs" / sides[s].run.id / f"{slug(name)}.log" for s in SIDES}
 
-    pairing = settings.schedule.pairing
-    clear = stopping_rule(settings, pairing, family)
+    pairing, band = settings.schedule.pairing, (infos["head"] or info).threshold  # head's band
+    clear = stopping_rule(settings, pairing, family, band)
 
     def say_round(r: int) -> None:
         say(f"{name}: round {r}")
@@ -284,7 +284,8 @@ def _measure_regime(
         elif pairing == "auto":
             data = duo.measure_auto(
                 workers, info, settings.schedule, logs, Path(tmp),
-                partial(stopping_rule, settings, family=family), say_round, executor, hold,
+                partial(stopping_rule, settings, family=family, band=band), say_round, executor,
+                hold,
             )  # fmt: skip
         elif pairing == "same-process":
             data = duo.measure_same_process(

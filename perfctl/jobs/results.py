@@ -142,6 +142,7 @@ def side_result(
         loops=d.loops,
         clock=d.clock or info.clock,
         max_peak=info.max_peak,
+        threshold=info.threshold,
         pairing=d.pairing,
         seconds=seconds,
     )

@@ -145,6 +145,7 @@ def to_result(
         loops=outcome.loops,
         clock=info.clock,
         max_peak=info.max_peak,
+        threshold=info.threshold,
         seconds=seconds,
     )
 

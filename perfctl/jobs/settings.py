@@ -330,25 +330,31 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def stopping_rule(settings: CompareSettings, pairing: str, family: int = 1) -> IsClear:
+def stopping_rule(
+    settings: CompareSettings, pairing: str, family: int = 1, band: float | None = None
+) -> IsClear:
     """The sequential-sampling check: whether the rounds so far give a clear answer
     (``pairing``: how they are measured, "process" or "same-process"; ``family``: how
-    many regimes the verdicts' correction will count)."""
+    many regimes the verdicts' correction will count; ``band``: the regime's own noise
+    band, if it declares one)."""
     from perfctl.stats import decision as stats
+    from perfctl.stats.band import band_of, scaled
     from perfctl.stats.paired import compare_paired, ratio_cv
     from perfctl.stats.summary import process_cv
 
     paired = pairing == "same-process"
+    threshold = band_of(band, settings.threshold)
+    limit = scaled(stats.MAX_CV, threshold)  # decide's "too noisy", on this band
 
     def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
         if paired:
             change = compare_paired(b, h)
-            noisy = stats.is_noisy(ratio_cv(b, h), 0.0)  # decide judges the pairs' spread
+            noisy = stats.is_noisy(ratio_cv(b, h), 0.0, limit)  # decide judges the pairs' spread
         else:
             change = stats.compare_sides(b, h)
-            noisy = stats.is_noisy(process_cv(b), process_cv(h))
+            noisy = stats.is_noisy(process_cv(b), process_cv(h), limit)
         return stats.is_clear(
-            change, threshold=settings.threshold, alpha=settings.alpha, family=family, noisy=noisy
+            change, threshold=threshold, alpha=settings.alpha, family=family, noisy=noisy
         )
 
     return clear

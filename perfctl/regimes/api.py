@@ -99,7 +99,7 @@ class RegimeDef(_Frozen):
 
     __slots__ = __match_args__ = (
         "func", "name", "family", "ops", "params", "baseline", "requires", "timeout",
-        "tags", "description", "source", "metrics", "clock", "max_peak",
+        "tags", "description", "source", "metrics", "clock", "max_peak", "threshold",
     )  # fmt: skip
     func: Callable[..., Any]
     name: str
@@ -115,6 +115,7 @@ class RegimeDef(_Frozen):
     metrics: tuple[str, ...]
     clock: str
     max_peak: int | None  # bytes: --measure memory's peak traced memory must stay below
+    threshold: float | None  # the regime's own noise band (None: the comparison's)
 
     def __init__(  # noqa: PLR0913 - the record's fields, as a dataclass would take them
         self,
@@ -132,11 +133,12 @@ class RegimeDef(_Frozen):
         metrics: tuple[str, ...] = (),
         clock: str = "wall",
         max_peak: int | None = None,
+        threshold: float | None = None,
     ) -> None:
         self._set(func=func, name=name, family=family, ops=ops, params=params,
                   baseline=baseline, requires=requires, timeout=timeout, tags=tags,
                   description=description, source=source, metrics=metrics, clock=clock,
-                  max_peak=max_peak)  # fmt: skip
+                  max_peak=max_peak, threshold=threshold)  # fmt: skip
 
     def replace(self, **changes: Any) -> RegimeDef:
         """A copy with some fields changed (``dataclasses.replace``)."""
@@ -231,6 +233,7 @@ def regime(
     metrics: Iterable[str] = (),
     clock: str = "wall",
     max_peak: int | str | None = None,
+    threshold: float | None = None,
 ) -> Any:
     """Register a benchmark regime; usable bare (``@regime``) or with options.
 
@@ -238,11 +241,13 @@ def regime(
     :class:`Timed`, e.g. CUDA events); the worker then records host wall time
     beside it as the ``host_us`` metric. ``max_peak`` (bytes, or ``"24MB"``, ``"512 KiB"``)
     is a memory limit: ``--measure memory`` checks the timed loop's peak traced memory
-    against it, and ``--fail-on-regression`` fails when it is over.
+    against it, and ``--fail-on-regression`` fails when it is over. ``threshold`` (0.10 =
+    10%) is the regime's own noise band, in place of the comparison's ``--threshold``.
     """
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
     limit = None if max_peak is None else parse_size(max_peak)
+    band = None if threshold is None else check_band(threshold)
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         if ops < 1:
@@ -263,12 +268,22 @@ def regime(
             metrics=tuple(metrics),
             clock=clock,
             max_peak=limit,
+            threshold=band,
         )
         _check_names(defn)
         REGISTRY.append(defn)
         return f
 
     return wrap(func) if func is not None else wrap
+
+
+def check_band(threshold: object) -> float:
+    """A regime's ``threshold`` as a float: a fraction above 0 and below 1; ValueError otherwise."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise ValueError(f"threshold must be a fraction such as 0.05 (5%), got {threshold!r}")
+    if not 0 < threshold < 1:  # also refuses nan
+        raise ValueError(f"threshold must be above 0 and below 1 (0.05 = 5%), got {threshold!r}")
+    return float(threshold)
 
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,

@@ -22,6 +22,7 @@ from perfctl.measure import procs
 from perfctl.measure.environ import scrubbed_env
 from perfctl.measure.workers import WORKERS
 from perfctl.model import RegimeInfo
+from perfctl.stats.band import declared
 
 PROBE_TIMEOUT = 120.0
 # The probe's answer line starts with this, so output of the regimes files is never read as it.
@@ -170,6 +171,7 @@ def _info(d: dict[str, object]) -> RegimeInfo:
         skip_reason=d["skip_reason"] if isinstance(d["skip_reason"], str) else None,
         clock=str(d.get("clock") or "wall"),
         max_peak=_limit(d.get("max_peak")),
+        threshold=declared(d.get("threshold")),
     )
 
 

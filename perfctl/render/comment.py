@@ -190,11 +190,14 @@ def _machine_lines(c: Comparison) -> list[str]:
 
 def stats_note(c: Comparison) -> str:
     """How the verdicts were decided, in one small line."""
+    own = [f"{r.name} ±{r.threshold * 100:g}%" for r in c.regimes
+           if r.threshold is not None and r.threshold != c.threshold]  # fmt: skip
+    bands = f" ({md_escape(', '.join(own[:6]), 300)}: bands of their own)" if own else ""
     return (
         f"<sub>Each worker process is one sample; base and head processes interleave. "
         f"Changed means p &lt; {c.alpha:g} after {md_escape(correction_name(c.correction), 60)} "
         f"correction across {_plural(len(c.regimes), 'regime')} and a confidence interval of the "
-        f"change wholly outside ±{c.threshold * 100:g}%. "
+        f"change wholly outside ±{c.threshold * 100:g}%{bands}. "
         f"Comparison {md_escape(c.id, 80)} · perfctl {__version__}.</sub>"
     )
 

@@ -83,6 +83,19 @@ def pairing_note(rows: Iterable[tuple[str, str]]) -> str | None:
     )
 
 
+def band_note(c: Comparison) -> str | None:
+    """Which regimes were judged on a noise band of their own (``@regime(threshold=)``)."""
+    own = sorted(
+        (r.name, r.threshold)
+        for r in c.regimes
+        if r.threshold is not None and r.threshold != c.threshold
+    )
+    if not own:
+        return None
+    shown = _few([f"{name} ±{band * 100:g}%" for name, band in own])
+    return f"Noise bands of their own (declared by the regime, in place of ±{c.threshold * 100:g}%): {shown}."
+
+
 # What a value means under compare's --clock (settings "clock"), when it is not wall time.
 TIMERS = {
     "cpu": "the timing thread's CPU time (--clock cpu): time it sat preempted is not "
@@ -155,12 +168,14 @@ def comparison_notes(c: Comparison, *, paths: bool = False, root: Path | None = 
     lines = [f"Crossover: {x.sentence()}" for x in comparison_crossovers(c)]
     note = clock_note((r.name, r.clock) for r in c.regimes)
     pairs = pairing_note((r.name, r.pairing) for r in c.regimes)
+    band = band_note(c)
     sides = [(f"{r.name} ({side})", m) for r in c.regimes
              for side, m in (("base", r.metrics_base), ("head", r.metrics_head))]  # fmt: skip
     return (
         lines
         + ([note] if note else [])
         + ([pairs] if pairs else [])
+        + ([band] if band else [])
         + timer_notes(c)
         + placement_notes(c)
         + sm_clock_notes(sides)

@@ -53,6 +53,7 @@ from perfctl.model import (
     WITHIN_NOISE,
     Verdict,
 )
+from perfctl.stats.band import scaled
 from perfctl.stats.ranks import (
     mann_whitney_asymptotic,
     mann_whitney_exact,
@@ -97,10 +98,9 @@ LOOK_WIDENING = 1.2
 # futility stop and the final verdict keep the plain interval (a 95% floor of 2.5%).
 INSIDE_WIDENING = 1.3
 
-# Futility stop: after FUTILITY_MIN_N processes a side, a raw p above FUTILITY_P
-# with the CI inside +/-FUTILITY_BOUND (the change the defaults are powered for)
-# ends sampling as "no change". Without it an unchanged regime on a noisy
-# machine samples until the time budget; see benchmarks/sequential_sim.py.
+# Futility stop: after FUTILITY_MIN_N processes a side, a raw p above FUTILITY_P with
+# the CI inside +/-FUTILITY_BOUND (the change the defaults are powered for; scaled with
+# a wider band) ends sampling as "no change", not the time budget, on a noisy machine.
 FUTILITY_MIN_N = 30
 FUTILITY_P = 0.2
 FUTILITY_BOUND = 0.05
@@ -311,7 +311,8 @@ def decide(
       0.3% shifts nobody can act on, the band alone trusts a lucky interval.
     - Significant otherwise: WITHIN_NOISE (real but smaller than the band, or
       straddling its edge).
-    - A side's CV above ``max_cv``: significance needs ``alpha / 10``, because
+    - A side's CV above ``max_cv`` (scaled up with a band wider than 2%,
+      :mod:`perfctl.stats.band`): significance needs ``alpha / 10``, because
       noise that dwarfs the band leaves the test alone to stop false alarms;
       short of that, INCONCLUSIVE ("too noisy"), as a missing signal in that
       much noise is no evidence of absence.
@@ -321,7 +322,7 @@ def decide(
     few = _too_few(change, n_min)
     if few:
         return INCONCLUSIVE, few
-    noisy = _too_noisy(base_cv, head_cv, max_cv)
+    noisy = _too_noisy(base_cv, head_cv, scaled(max_cv, threshold))  # set for the 2% band
     # When noise dwarfs the band, the band stops filtering chance results and
     # the test alone decides; a stricter level keeps A/A false verdicts <= 1%.
     level = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
@@ -374,7 +375,7 @@ def is_clear(
     low, high = _widened(change, inside_widening)
     if -threshold < low and high < threshold:
         return True
-    if futility and _futile(change):
+    if futility and _futile(change, scaled(FUTILITY_BOUND, threshold)):
         return True
     low, high = _widened(change, LOOK_WIDENING)
     beyond = low > threshold or high < -threshold
@@ -387,13 +388,13 @@ def _widened(change: Change, factor: float) -> tuple[float, float]:
     return low, change.change + factor * (change.ci_high - change.change)
 
 
-def _futile(change: Change) -> bool:
-    """Whether more rounds are very unlikely to turn up a change worth reporting."""
+def _futile(change: Change, bound: float) -> bool:
+    """Whether more rounds are very unlikely to turn up a change beyond ``bound``."""
     if change.n_base is None or change.n_head is None:
         return False
     return (
         min(change.n_base, change.n_head) >= FUTILITY_MIN_N
         and change.p_value > FUTILITY_P
-        and -FUTILITY_BOUND < change.ci_low
-        and change.ci_high < FUTILITY_BOUND
+        and -bound < change.ci_low
+        and change.ci_high < bound
     )

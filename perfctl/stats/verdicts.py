@@ -2,7 +2,8 @@
 
 The statistics live in :mod:`perfctl.stats.decision`; this stage applies them across
 all regimes of a comparison: per-side summaries with baseline ratios, one
-test per regime, Benjamini–Hochberg within each family, then verdicts.
+test per regime, Benjamini–Hochberg within each family, then verdicts (each on
+its regime's own noise band where head declares one, :mod:`perfctl.stats.band`).
 
 Two families: the regimes a comparison is about, and the *reference* regimes that
 another measured regime names as its ``baseline=`` (measured for the Slowdown
@@ -26,6 +27,7 @@ from perfctl.model import (
     RegimeResult,
     SideStats,
 )
+from perfctl.stats.band import band_of, declared
 
 if TYPE_CHECKING:
     from perfctl.stats.decision import Change
@@ -141,6 +143,7 @@ def _common(
 ) -> dict[str, Any]:
     """The fields of a regime's row that do not depend on the verdict."""
     b, h = results[name]["base"], results[name]["head"]
+    unit = b.unit if b.status == OK else h.unit
     return dict(
         family=b.family or h.family,
         description=b.description or h.description,
@@ -156,9 +159,11 @@ def _common(
         clock=h.clock if h.status == OK else b.clock,
         base=_side_stats(results, name, "base", seed),
         head=_side_stats(results, name, "head", seed),
-        unit=b.unit if b.status == OK else h.unit,
+        unit=unit,
         max_peak=h.max_peak,
         over_limit=over_limit(h),
+        # A declared band is for time; counters keep theirs (--measure instructions: 0.5%).
+        threshold=declared(h.threshold) if unit == "s" else None,
         seconds=max(b.seconds, h.seconds),
     )
 
@@ -199,6 +204,7 @@ def sides_of(rows: Sequence[RegimeComparison]) -> dict[str, RegimeResult]:
             metrics=first.metrics_head,
             reason=first.reason if first.head_status != OK else "",
             max_peak=first.max_peak,
+            threshold=first.threshold,
             **common,
         ),
     }
@@ -259,8 +265,9 @@ def decide_all(
         )  # decided below
     adjusted = adjust({n: c.p_value for n, c in tested.items()}, references(results))
     for name, change in tested.items():
+        band = band_of(rows[name].threshold, threshold)  # a regime's own band wins
         rows[name] = _decided(
-            rows[name], change, adjusted[name], noise.get(name), threshold=threshold, alpha=alpha
+            rows[name], change, adjusted[name], noise.get(name), threshold=band, alpha=alpha
         )
     return list(rows.values())
 

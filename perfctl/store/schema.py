@@ -75,6 +75,12 @@ def _number(value: Any, where: str) -> None:
         _integer(value, where)
 
 
+def _band(value: Any, where: str) -> None:
+    _number(value, where)
+    if not 0 < value < 1:
+        raise _fail(where, f"a noise band must lie between 0 and 1, got {value!r}")
+
+
 def _integer(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(where, f"expected an integer, got {type(value).__name__}")
@@ -181,6 +187,7 @@ _REGIME_FIELDS: dict[str, Check] = {
     # A pairing this perfctl does not know (a newer one's) is analysed unpaired.
     "pairing": _string,
     "seconds": _number,
+    "threshold": _optional(_band),  # a regime's own band
 }
 _COMPARISON = _record(
     {
@@ -243,6 +250,7 @@ _RESULT = _record(
         "params": _map_of(_anything),
         "metrics": _map_of(_number),
         "seconds": _number,
+        "threshold": _optional(_band),
     },
     ("name", "family", "status"),
 )

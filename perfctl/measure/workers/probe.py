@@ -51,6 +51,7 @@ def main(argv: list[str]) -> int:
                     "timeout": d.timeout,
                     "clock": d.clock,
                     "max_peak": d.max_peak,
+                    "threshold": d.threshold,
                     "skip_reason": skip,
                 }
             )
