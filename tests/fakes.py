@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfctl.config import Config
@@ -68,6 +68,7 @@ class FakeExecutor:
     busy_asked: list[tuple[int, ...]] = field(default_factory=list)  # the CPUs sampled
     pinned: set[tuple[int, ...]] = field(default_factory=set)  # workers' --affinity seen
     slept: float = 0.0
+    bands: dict[str, float] = field(default_factory=dict)  # regime -> @regime(threshold=)
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -125,7 +126,10 @@ class FakeExecutor:
             raise RegimeLoadError(self.broken[ref], "fix the regimes file")
         source = str(files[0]) if files else ""
         return [
-            _info(name, self.family, self.baselines.get(name), source, self.timeout)
+            replace(
+                _info(name, self.family, self.baselines.get(name), source, self.timeout),
+                threshold=self.bands.get(name),
+            )
             for name in self.regimes(ref)
         ]
 

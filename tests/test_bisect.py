@@ -14,11 +14,10 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import cast
 
 import pytest
 
-from perfctl.config import Config, load_config
+from perfctl.config import load_config
 from perfctl.errors import BuildError, GitError, StoreError, UsageError
 from perfctl.jobs import bisect as job
 from perfctl.jobs import bisect_pairs
@@ -194,15 +193,6 @@ def test_the_confirm_judges_measure_again_until_clear_and_precise() -> None:
     assert cj(loose) == G and cj(replace(loose, threshold=None)) == U
 
 
-def test_a_bisection_reads_a_regimes_own_band_from_its_rows() -> None:
-    pairs = bisect_pairs.Pairs(cast(Config, None), 1, True, lambda _: None, "time")
-    assert pairs.band("pipe", 0.02) == 0.02  # nothing measured yet
-    pair = pairs.pairs[(False, "a", "b")] = bisect_pairs.Pair()
-    pair.rows["pipe"] = [replace(_row(0.1, 0.0, 0.2), threshold=0.15)]
-    pair.rows["work"] = [_row(0.1, 0.0, 0.2)]
-    assert (pairs.band("pipe", 0.02), pairs.band("work", 0.02)) == (0.15, 0.02)
-
-
 def _processes(
     mean: float, salt: int, n: int = 8, spread: float = 0.01
 ) -> tuple[tuple[float, ...], ...]:
@@ -226,6 +216,7 @@ class FakeCompare:
         self.measured: list[tuple[str, ...]] = []
         self.spread: dict[int, float] = {}  # call number (from 1) -> a noisier spread
         self.store: Path | None = None  # a state dir to store each comparison in, as compare does
+        self.bands: dict[str, float] = {}  # regimes that declare a noise band of their own
 
     def __call__(self, config, base, head, *, regimes, settings, progress=None) -> Comparison:
         self.calls.append((self.index[base], self.index[head]))
@@ -254,7 +245,10 @@ class FakeCompare:
                 else:
                     spread = self.spread.get(len(self.calls), 0.01)
                     procs = _processes(float(v) * 1e-3, len(self.calls) + len(side), 8, spread)
-                    sides[side] = RegimeResult(name, "toy", Status.OK, processes=procs)
+                    band = self.bands.get(name)
+                    sides[side] = RegimeResult(
+                        name, "toy", Status.OK, processes=procs, threshold=band
+                    )
             rows += verdicts.decide_all({name: sides}, threshold=0.02, alpha=0.05)
         machine = Machine("m", "cpu", 2, 2**30, "k", "g", "3.11")
         ref = RefInfo
@@ -503,6 +497,35 @@ def test_fake_a_record_judged_by_the_halfway_rule_is_judged_anew(
     assert [s.likeness for s in again.steps] == [s.likeness for s in record.steps]
     assert [s.comparisons for s in again.steps] == [s.comparisons for s in record.steps]
     assert again.culprit == record.culprit and again.seconds == record.seconds
+
+
+def test_fake_a_search_weighs_steps_with_the_band_the_regime_declares(
+    git_repo: GitRepo, line: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[float] = []
+
+    class Spy(bisection.Slowdown):
+        @classmethod
+        def of(cls, step: bisection.Step, band: float = 0.0) -> bisection.Slowdown:
+            seen.append(band)
+            return bisection.Slowdown.of(step, band)
+
+    monkeypatch.setattr(job, "Slowdown", Spy)
+    speed = {i: 3.0 for i in range(6, 10)}
+    fake = FakeCompare(line, speed, more={"plain": speed})
+    fake.store, fake.bands = git_repo.path / ".perfctl", {"work": 0.3}
+    monkeypatch.setattr(bisect_pairs, "compare_refs", fake)
+    settings = job.BisectSettings(compare=COMPARE_FAST)
+    records = job.bisect(load_config(git_repo.path), line[0], line[-1], ("*",), settings)
+    assert {r.regime: r.culprit.sha for r in records if r.culprit} == {
+        "work": line[6],
+        "plain": line[6],
+    }
+    searched = [b for b in seen if b]  # 0: a slowdown asked only whether it is precise
+    assert sorted(searched) == [0.02, 0.3]  # plain: the comparison's band; work: its own
+    seen.clear()  # resumed from the record: the band is read from the stored comparisons
+    job.bisect(load_config(git_repo.path), line[0], line[-1], ("*",), settings)
+    assert sorted(b for b in seen if b) == [0.02, 0.3]
 
 
 def test_fake_no_regression_measures_only_the_ends(

@@ -209,6 +209,15 @@ def test_a_regime_judged_on_its_own_band_is_named_in_the_comment_and_the_notes()
     assert line in comparison_notes(own) and line in format_compare_markdown(own)
 
 
+def test_the_changes_chart_shades_a_regimes_own_band_on_its_row() -> None:
+    from perfctl.render.charts import changes_figure
+
+    rows = [regime("pipe", NO_CHANGE, threshold=0.1), regime("work", NO_CHANGE)]
+    shapes = changes_figure(rows, 0.02)["layout"]["shapes"]
+    assert [(s["yref"], s["x0"], s["x1"]) for s in shapes] == [("paper", -2, 2), ("y", -10, 10)]
+    assert shapes[1]["y0"] < 0 < shapes[1]["y1"] < 1  # the first row's category only
+
+
 def test_a_pinned_comparison_says_where_its_workers_ran() -> None:
     from dataclasses import replace
 

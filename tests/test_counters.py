@@ -540,6 +540,8 @@ def test_limits_are_checked_on_memory_runs_only_and_gate() -> None:
 
 
 def test_tables_name_the_unit_and_the_test() -> None:
+    from dataclasses import replace
+
     from perfctl.model import OK, Comparison, Machine, RefInfo, RegimeResult
     from perfctl.render.tables import format_compare_markdown
     from perfctl.stats.verdicts import decide_all
@@ -550,6 +552,11 @@ def test_tables_name_the_unit_and_the_test() -> None:
     }
     row = decide_all({"r": sides}, threshold=0.005, alpha=0.05)[0]
     assert row.verdict == "regressed" and row.unit == "instructions/op"
+    # A band the regime declares is for its time: counts keep theirs (+0.6%: beyond 0.5%).
+    declared = {s: replace(r, threshold=0.1, processes=((v,),) * 3)
+                for (s, r), v in zip(sides.items(), (1000.0, 1006.0), strict=True)}  # fmt: skip
+    counted = decide_all({"r": declared}, threshold=0.005, alpha=0.05)[0]
+    assert (counted.verdict, counted.threshold) == ("regressed", None)
     machine = Machine("m", "cpu", 2, 2**30, "6", "none", "3.11")
     c = Comparison(
         "id", "now", RefInfo("a", "1" * 40), RefInfo("b", "2" * 40), machine, (row,),

@@ -182,6 +182,16 @@ def test_the_same_code_stops_inside_the_noise_band(tmp_path: Path) -> None:
     assert fake.rounds() // 2 < 60
 
 
+def test_a_regime_that_declares_a_wide_band_stops_on_it(tmp_path: Path) -> None:
+    same = {(ref, n): Dist(1e-3, cv=0.05) for ref in ("a", "b") for n in ("work", "loose")}
+    fake = FakeExecutor(same, bands={"loose": 0.3})
+    c = _compare(tmp_path, fake, _settings(rounds=10))
+    loose, work = _row(c, "loose"), _row(c, "work")
+    assert len(loose.base_values) == 10 < len(work.base_values)  # inside ±30% at once
+    assert (loose.verdict, loose.threshold, work.threshold) == ("no change", 0.3, None)
+    assert "inside the 30% noise band" in loose.reason
+
+
 def test_the_time_budget_ends_sampling(tmp_path: Path) -> None:
     noisy = {("a", "work"): Dist(1e-3, cv=0.3), ("b", "work"): Dist(1e-3, cv=0.3)}
     fake = FakeExecutor(noisy, seconds=1.0)  # a round takes 2 s of the fake clock

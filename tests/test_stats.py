@@ -431,6 +431,16 @@ def test_the_stopping_rule_judges_the_noise_decide_will_judge() -> None:
     assert apart[10](quiet_base, quiet_head)  # quiet: 0.00058 * 10 < alpha
 
 
+def test_the_stopping_rule_judges_a_regime_on_the_band_it_declares() -> None:
+    from perfctl.jobs.settings import COMPARE_DEFAULT, stopping_rule
+
+    base: Processes = [(1.0 + 0.01 * (k % 7 - 3),) for k in range(12)]
+    head: Processes = [(1.01 - 0.01 * (k % 5 - 2),) for k in range(12)]  # about +1% +/- 4%
+    assert not stopping_rule(COMPARE_DEFAULT, "process")(base, head)  # not inside +/-2% yet
+    assert stopping_rule(COMPARE_DEFAULT, "process", band=0.10)(base, head)  # inside +/-10%
+    assert stopping_rule(COMPARE_DEFAULT, "same-process", band=0.10)(base, head)
+
+
 def test_is_clear_stops_for_futility_once_a_worthwhile_change_is_ruled_out() -> None:
     # 30 a side, p far from significance, CI inside +/-5%: more rounds would
     # almost never turn up a change worth reporting.

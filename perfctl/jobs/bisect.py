@@ -103,15 +103,10 @@ class Group:
                     kept = prior.note
                 done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, kept))
             else:
-                done[name] = b.run(Slowdown.of(step, self.band(name)))
+                band = self.pairs.band(name, step, self.settings.compare.threshold)
+                done[name] = b.run(Slowdown.of(step, band))
                 self.open.remove(name)
         return tuple(self.profiled(b, done[n]) for n, b in bisectors.items())
-
-    def band(self, name: str) -> float:
-        """The noise band ``name`` is judged on (its own, as its confirm rows declare)."""
-        cs, good, bad = self.settings.compare, self.line[0], self.line[-1]
-        self.pairs.pair(good, bad, StepKind.CONFIRM, cs, [name])  # a resumed call: from the store
-        return self.pairs.band(name, cs.threshold)
 
     def confirm(self) -> dict[str, Step]:
         """BAD vs GOOD for every selected regime (from the stored records when resumed)."""

@@ -164,12 +164,20 @@ class Pairs:
                 self.left_out.add(cid)
                 self.say(Notice(f"not pooling stored comparison {cid}: {why}"))
 
-    def band(self, name: str, default: float) -> float:
-        """``name``'s noise band: its own where a measured row of it declares one."""
-        for pair in self.pairs.values():
-            for row in pair.rows.get(name, ()):
-                if row.threshold is not None:
-                    return band_of(row.threshold, default)
+    def band(self, name: str, confirm: Step, default: float) -> float:
+        """``name``'s noise band as its ``confirm`` step's stored comparisons declare it
+        (``default``, the comparison's, where they declare none or are gone)."""
+        from perfctl.errors import StoreError
+        from perfctl.store.local import open_store
+
+        store = open_store(self.config.state_dir, self.config.store_url)
+        for cid in confirm.comparisons:
+            try:
+                rows = [r for r in store.load_comparison(cid).regimes if r.name == name]
+            except StoreError:
+                continue
+            if rows:
+                return band_of(rows[0].threshold, default)
         return default
 
     def pair(

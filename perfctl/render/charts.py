@@ -286,7 +286,8 @@ def _signed(seconds: float) -> str:
 
 
 def changes_figure(regimes: Sequence[RegimeComparison], threshold: float) -> Figure:
-    """Each tested regime's stored change with its 95% CI on one % axis, noise band shaded.
+    """Each tested regime's stored change with its 95% CI on one % axis, noise band shaded
+    (a regime's own band, ``@regime(threshold=)``, shaded on its row).
 
     Without a profile diff there is no common time to split: regimes of
     different sizes cannot share a time axis, but their relative changes can.
@@ -304,7 +305,11 @@ def changes_figure(regimes: Sequence[RegimeComparison], threshold: float) -> Fig
         yaxis={"type": "category", "autorange": "reversed", "automargin": True,
                "categoryorder": "array", "categoryarray": [label(r.name) for r in rows]},
         shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": -band, "x1": band, "y0": 0,
-                 "y1": 1, "fillcolor": BAND_FILL, "line": {"width": 0}, "layer": "below"}],
+                 "y1": 1, "fillcolor": BAND_FILL, "line": {"width": 0}, "layer": "below"}]
+        + [{"type": "rect", "xref": "x", "yref": "y", "x0": -own, "x1": own, "y0": i - 0.4,
+            "y1": i + 0.4, "fillcolor": BAND_FILL, "line": {"width": 0}, "layer": "below"}
+           for i, r in enumerate(rows)
+           if r.threshold is not None and (own := r.threshold * 100) != band],
     )  # fmt: skip
     return {"data": [t for t in traces if t["x"]], "layout": layout}
 
@@ -318,9 +323,10 @@ def _changes_trace(verdict: str, rows: Sequence[RegimeComparison]) -> dict[str, 
         x.append(change * 100)
         plus.append((high - change) * 100)
         minus.append((change - low) * 100)
+        own = f"<br>its own noise band: ±{r.threshold * 100:g}%" if r.threshold else ""
         hover.append(
             f"{label(r.name)}<br>{label(verdict)}: {format_change(r.change)} "
-            f"[{format_change(r.ci_low)}, {format_change(r.ci_high)}]"
+            f"[{format_change(r.ci_low)}, {format_change(r.ci_high)}]{own}"
         )
     colour = VERDICT_COLOURS.get(verdict, BASE_COLOUR)
     return {

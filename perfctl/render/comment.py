@@ -192,7 +192,8 @@ def stats_note(c: Comparison) -> str:
     """How the verdicts were decided, in one small line."""
     own = [f"{r.name} ±{r.threshold * 100:g}%" for r in c.regimes
            if r.threshold is not None and r.threshold != c.threshold]  # fmt: skip
-    bands = f" ({md_escape(', '.join(own[:6]), 300)}: bands of their own)" if own else ""
+    listed = ", ".join(own[:6]) + (f" and {len(own) - 6} more" if len(own) > 6 else "")
+    bands = f" ({md_escape(listed, 300)}: bands of their own)" if own else ""
     return (
         f"<sub>Each worker process is one sample; base and head processes interleave. "
         f"Changed means p &lt; {c.alpha:g} after {md_escape(correction_name(c.correction), 60)} "

@@ -97,6 +97,7 @@ def result_stats(r: RegimeResult) -> dict[str, Any]:
 
 def run_rows(run: Run) -> list[dict[str, Any]]:
     """One dict per regime: stats plus vs-baseline ratio and a stability warning."""
+    from perfctl.stats.band import DEFAULT_BAND, scaled
     from perfctl.stats.decision import MAX_CV
 
     stats = {r.name: result_stats(r) for r in run.results}
@@ -106,7 +107,9 @@ def run_rows(run: Run) -> list[dict[str, Any]]:
         base = stats.get(r.baseline or "", {}).get("median_s")
         ratio = s["median_s"] / base if s["median_s"] and base else None
         warn = ""
-        if s["cv"] is not None and s["cv"] > MAX_CV:  # what decide() calls too noisy
+        # What decide() calls too noisy, on the regime's own band where it declares one.
+        limit = scaled(MAX_CV, r.threshold or DEFAULT_BAND) if r.unit == "s" else MAX_CV
+        if s["cv"] is not None and s["cv"] > limit:
             warn = f"unstable: CV {s['cv'] * 100:.0f}%"
         rows.append(
             {
