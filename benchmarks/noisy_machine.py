@@ -29,7 +29,8 @@ first CPU this process may use: every worker of both refs on one CPU),
 time), and any ``--design NAME='ARGS'`` given (``--design "before=exe=PATH ARGS"``
 runs another checkout's perfctl, PATH its ``perfctl`` executable: two revisions in one
 run, each record naming its own revision). Every comparison runs at the default
-settings otherwise.
+settings otherwise. ``--pipe-band F`` has the ``pipe`` regime declare a noise band of its
+own (``@regime(threshold=F)``; a project of its own, so another ``--workdir``).
 
 Every result is appended to a JSONL file as it finishes; the table is printed at
 the end (or with ``--summarize FILE...``): per condition and design, A/A false

@@ -22,7 +22,7 @@ from dataclasses import replace
 from functools import partial
 
 from perfctl.config import Config
-from perfctl.errors import RegimeFailed, UsageError
+from perfctl.errors import RegimeFailed, StoreError, UsageError
 from perfctl.jobs.bisect_pairs import (
     Pairs,
     confirm_judge,
@@ -103,10 +103,26 @@ class Group:
                     kept = prior.note
                 done[name] = b.finish(Outcome.NO_REGRESSION, (), unheld.get(name, kept))
             else:
-                band = self.pairs.band(name, step, self.settings.compare.threshold)
-                done[name] = b.run(Slowdown.of(step, band))
+                done[name] = b.run(Slowdown.of(step, self.band(name, step)))
                 self.open.remove(name)
         return tuple(self.profiled(b, done[n]) for n, b in bisectors.items())
+
+    def band(self, name: str, confirm: Step) -> float:
+        """``name``'s noise band as its ``confirm`` step's stored comparisons declare it
+        (the comparison's ``--threshold`` where they declare none, or are gone)."""
+        from perfctl.stats.band import band_of
+        from perfctl.store.local import open_store
+
+        default = self.settings.compare.threshold
+        store = open_store(self.config.state_dir, self.config.store_url)
+        for cid in confirm.comparisons:
+            try:
+                rows = [r for r in store.load_comparison(cid).regimes if r.name == name]
+            except StoreError:
+                continue
+            if rows:
+                return band_of(rows[0].threshold, default)
+        return default
 
     def confirm(self) -> dict[str, Step]:
         """BAD vs GOOD for every selected regime (from the stored records when resumed)."""

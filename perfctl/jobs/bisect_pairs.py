@@ -164,22 +164,6 @@ class Pairs:
                 self.left_out.add(cid)
                 self.say(Notice(f"not pooling stored comparison {cid}: {why}"))
 
-    def band(self, name: str, confirm: Step, default: float) -> float:
-        """``name``'s noise band as its ``confirm`` step's stored comparisons declare it
-        (``default``, the comparison's, where they declare none or are gone)."""
-        from perfctl.errors import StoreError
-        from perfctl.store.local import open_store
-
-        store = open_store(self.config.state_dir, self.config.store_url)
-        for cid in confirm.comparisons:
-            try:
-                rows = [r for r in store.load_comparison(cid).regimes if r.name == name]
-            except StoreError:
-                continue
-            if rows:
-                return band_of(rows[0].threshold, default)
-        return default
-
     def pair(
         self,
         base: RefInfo,
