@@ -227,6 +227,13 @@ def test_a_regime_is_judged_on_the_band_it_declares(tmp_path: Path) -> None:
     )  # fmt: skip
     assert verdicts(wide)["work"]["verdict"] in ("no change", "within noise")
     assert verdicts(wide)["loose"]["reason"] == rows["loose"]["reason"]
+    listed = run_cli("list", "--format", "json", cwd=r.path, env={"PYTHONPATH": str(r.path)})
+    assert {i["name"]: i["threshold"] for i in json.loads(listed.stdout)} == {
+        "work": None,
+        "loose": 0.6,
+    }
+    shown = run_cli("list", cwd=r.path, env={"PYTHONPATH": str(r.path), "COLUMNS": "200"})
+    assert re.search(r"loose .* ±60% .* The same call", shown.stdout), shown.stdout
 
 
 def test_worktree_pseudo_ref_with_uncommitted_edit(repo: GitRepo) -> None:

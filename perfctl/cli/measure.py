@@ -128,14 +128,15 @@ def list_cmd(
     from perfctl.render.tables import esc
 
     table = Table(title=f"{len(infos)} regimes", title_justify="left")
-    for col in ("Regime", "Family", "Ops", "Baseline", "Requires", "Description"):
+    banded = any(i.threshold is not None for i in infos)  # a column only when one declares
+    cols = ["Regime", "Family", "Ops", "Baseline", "Requires", *(["Band"] if banded else [])]
+    for col in [*cols, "Description"]:
         table.add_column(col)
     for i in infos:
         req = ", ".join(i.requires) + (f" (skip: {i.skip_reason})" if i.skip_reason else "")
-        table.add_row(
-            *(esc(x) for x in (i.name, i.family, i.ops, i.baseline or "", req, i.description)),
-            style="dim" if i.skip_reason else None,
-        )
+        band = [f"±{i.threshold * 100:g}%" if i.threshold else ""] if banded else []
+        cells = (i.name, i.family, i.ops, i.baseline or "", req, *band, i.description)
+        table.add_row(*(esc(x) for x in cells), style="dim" if i.skip_reason else None)
     out_console().print(table)
 
 
