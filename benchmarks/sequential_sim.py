@@ -11,7 +11,8 @@ number of rounds; ``--futility 0`` switches the futility stop off, and
 ``--look-divisor`` / ``--noisy-divisor`` try other levels for the early stop on a
 change and for a noisy side; ``--inside-widening`` another widening for the early stop
 inside the band (1.0: the rule before that stop was guarded); ``--band 0.10`` judges
-on a regime's own ±10% band, its "too noisy" limit and futility bound scaled with it.
+on a regime's own ±10% band, its "too noisy" limit and futility bound scaled with it;
+``--split`` splits "other" into `no change`, `inconclusive` and `within noise`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-from perfctl.model import IMPROVED, REGRESSED
+from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE
 from perfctl.stats import decision as stats
 from perfctl.stats.band import scaled
 
 # The process model is the one tests/test_stats.py asserts against: one model, two uses.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.test_stats import cv_of, simulate  # noqa: E402
+
+SPLIT = (NO_CHANGE, INCONCLUSIVE, WITHIN_NOISE)  # --split: what "other" holds
 
 
 def one_run(
@@ -76,6 +79,11 @@ def main() -> None:
     parser.add_argument("--futility", type=int, choices=(0, 1), nargs="+", default=[0, 1])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--split",
+        action="store_true",
+        help="split 'other' into no change / inconclusive / within noise",
+    )
+    parser.add_argument(
         "--band", type=float, default=0.02,
         help="the noise band judged on (a regime's own, @regime(threshold=)); limits scale",
     )  # fmt: skip
@@ -101,8 +109,9 @@ def main() -> None:
     stats.FUTILITY_MIN_N = args.futility_min_n
     stats.LOOK_ALPHA_DIVISOR = args.look_divisor
     stats.NOISY_ALPHA_DIVISOR = args.noisy_divisor
-    print("| futility | CV | true change | regressed | improved | other | mean rounds |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    other = "no change | inconclusive | within noise" if args.split else "other"
+    print(f"| futility | CV | true change | regressed | improved | {other} | mean rounds |")
+    print("|---|---:|---:|---:|---:|" + "---:|" * (3 if args.split else 1) + "---:|")
     started = time.monotonic()
     for fut in args.futility:
         for cv in args.cv:
@@ -124,9 +133,12 @@ def main() -> None:
                 reg = sum(v == REGRESSED for v, _ in runs) / len(runs)
                 imp = sum(v == IMPROVED for v, _ in runs) / len(runs)
                 rounds = sum(n for _, n in runs) / len(runs)
+                rest = [f"{1 - reg - imp:.1%}"]
+                if args.split:
+                    rest = [f"{sum(v == w for v, _ in runs) / len(runs):.1%}" for w in SPLIT]
                 print(
                     f"| {'on' if fut else 'off'} | {cv:.0%} | {shift:+.0%} | {reg:.1%} | "
-                    f"{imp:.1%} | {1 - reg - imp:.1%} | {rounds:.1f} |",
+                    f"{imp:.1%} | {' | '.join(rest)} | {rounds:.1f} |",
                     flush=True,
                 )
     print(f"\n{args.trials} trials per cell, {time.monotonic() - started:.0f} s")

@@ -554,9 +554,9 @@ def test_a_band_wider_than_two_percent_scales_the_noise_limit_and_the_futility_b
 
 def test_a_regime_band_keeps_aa_false_verdicts_low_in_noise_of_its_size() -> None:
     # Rank tests are scale-free: CV 30% judged on +/-10% is about CV 6% on +/-2%, so the
-    # simulated rates carry over (0 of 300 false here, 293 `no change`, ~33 rounds; +25%
-    # at CV 20%, +5% at CV 4% scaled, 93 of 100). Near the scaled limit the log scale bends
-    # it: CV 40% on +/-10% gave 230 `no change`, 60 `inconclusive` where CV 8% on +/-2% gave 271.
+    # simulated rates carry over (10 -> 60 rounds, these seeds: no false verdict in 300,
+    # 293 `no change`, ~33 rounds; then +25% at CV 20%, the scaled +5% at CV 4%, found 93
+    # times in 100). benchmarks/sequential_sim.py --band 0.10 has the 1,000-run cells.
     rng = np.random.default_rng(31)
     runs = [sequential_verdict(*simulate(rng, 60, cv=0.30), threshold=0.10) for _ in range(300)]
     assert sum(v in FALSE_VERDICTS for v, _ in runs) / len(runs) <= 0.02
