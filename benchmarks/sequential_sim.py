@@ -26,7 +26,6 @@ import numpy as np
 
 from perfctl.model import IMPROVED, INCONCLUSIVE, NO_CHANGE, REGRESSED, WITHIN_NOISE
 from perfctl.stats import decision as stats
-from perfctl.stats.band import scaled
 
 # The process model is the one tests/test_stats.py asserts against: one model, two uses.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,11 +46,10 @@ def one_run(
 ) -> tuple[str, int]:
     """One sequential comparison: (verdict, rounds used)."""
     base, head = simulate(rng, last, shift=shift, cv=cv)
-    limit = scaled(stats.MAX_CV, band)  # the runner's noisy side, on this band
     n = first
     while True:
         change = stats.compare_sides(base[:n], head[:n])
-        noisy = stats.is_noisy(cv_of(base[:n]), cv_of(head[:n]), limit)
+        noisy = stats.is_noisy(cv_of(base[:n]), cv_of(head[:n]), band)  # the runner's noisy side
         clear = stats.is_clear(
             change, threshold=band, futility=futility, inside_widening=inside_widening, noisy=noisy
         )

@@ -499,10 +499,9 @@ def sequential_verdict(
     base: Processes, head: Processes, futility: bool = True, threshold: float = 0.02
 ) -> tuple[str, int]:
     """The runner's schedule: 10 rounds, then one more until clear or all used."""
-    limit = scaled(stats.MAX_CV, threshold)  # the runner's noisy-side rule
     for n in range(10, len(base) + 1):
         change = stats.compare_sides(base[:n], head[:n])
-        noisy = stats.is_noisy(cv_of(base[:n]), cv_of(head[:n]), limit)
+        noisy = stats.is_noisy(cv_of(base[:n]), cv_of(head[:n]), threshold)  # the runner's
         if stats.is_clear(change, threshold=threshold, futility=futility, noisy=noisy):
             break
     return verdict_of(base[:n], head[:n], threshold), n

@@ -338,21 +338,21 @@ def stopping_rule(
     many regimes the verdicts' correction will count; ``band``: the regime's own noise
     band, if it declares one)."""
     from perfctl.stats import decision as stats
-    from perfctl.stats.band import band_of, scaled
+    from perfctl.stats.band import band_of
     from perfctl.stats.paired import compare_paired, ratio_cv
     from perfctl.stats.summary import process_cv
 
     paired = pairing == "same-process"
     threshold = band_of(band, settings.threshold)
-    limit = scaled(stats.MAX_CV, threshold)  # decide's "too noisy", on this band
 
     def clear(b: list[tuple[float, ...]], h: list[tuple[float, ...]]) -> bool:
         if paired:
             change = compare_paired(b, h)
-            noisy = stats.is_noisy(ratio_cv(b, h), 0.0, limit)  # decide judges the pairs' spread
+            # decide judges the pairs' spread
+            noisy = stats.is_noisy(ratio_cv(b, h), 0.0, threshold)
         else:
             change = stats.compare_sides(b, h)
-            noisy = stats.is_noisy(process_cv(b), process_cv(h), limit)
+            noisy = stats.is_noisy(process_cv(b), process_cv(h), threshold)
         return stats.is_clear(
             change, threshold=threshold, alpha=settings.alpha, family=family, noisy=noisy
         )

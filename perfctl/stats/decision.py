@@ -331,9 +331,9 @@ def decide(
     return _not_significant(change, p_adjusted, threshold, noisy, level)
 
 
-def is_noisy(base_cv: float, head_cv: float, max_cv: float = MAX_CV) -> bool:
-    """Whether either side's CV is above ``max_cv`` (decide's "too noisy")."""
-    return _too_noisy(base_cv, head_cv, max_cv) is not None
+def is_noisy(base_cv: float, head_cv: float, threshold: float = 0.02) -> bool:
+    """Whether either side's CV is above MAX_CV, scaled to the ``threshold`` band (decide's)."""
+    return _too_noisy(base_cv, head_cv, scaled(MAX_CV, threshold)) is not None
 
 
 def look_level(alpha: float, *, family: int = 1, noisy: bool = False) -> float:
