@@ -39,7 +39,7 @@ from perfctl.model import (
     RegimeComparison,
 )
 from perfctl.render.escape import escape_plain, md_escape
-from perfctl.render.notes import placement_notes
+from perfctl.render.notes import own_bands, placement_notes
 from perfctl.render.tables import change_cell, correction_name, side_cell
 
 GITHUB_LIMIT = 65_536
@@ -190,10 +190,8 @@ def _machine_lines(c: Comparison) -> list[str]:
 
 def stats_note(c: Comparison) -> str:
     """How the verdicts were decided, in one small line."""
-    own = [f"{r.name} ±{r.threshold * 100:g}%" for r in c.regimes
-           if r.threshold is not None and r.threshold != c.threshold]  # fmt: skip
-    listed = ", ".join(own[:6]) + (f" and {len(own) - 6} more" if len(own) > 6 else "")
-    bands = f" ({md_escape(listed, 300)}: bands of their own)" if own else ""
+    own = own_bands(c)
+    bands = f" ({md_escape(own, 300)}: bands of their own)" if own else ""
     return (
         f"<sub>Each worker process is one sample; base and head processes interleave. "
         f"Changed means p &lt; {c.alpha:g} after {md_escape(correction_name(c.correction), 60)} "

@@ -83,16 +83,22 @@ def pairing_note(rows: Iterable[tuple[str, str]]) -> str | None:
     )
 
 
-def band_note(c: Comparison) -> str | None:
-    """Which regimes were judged on a noise band of their own (``@regime(threshold=)``)."""
+def own_bands(c: Comparison) -> str:
+    """The regimes judged on a noise band of their own (``@regime(threshold=)``) other than
+    the comparison's, ``pipe ±10%, …``; ``""`` when there are none."""
     own = sorted(
         (r.name, r.threshold)
         for r in c.regimes
         if r.threshold is not None and r.threshold != c.threshold
     )
-    if not own:
+    return _few([f"{name} ±{band * 100:g}%" for name, band in own])
+
+
+def band_note(c: Comparison) -> str | None:
+    """Which regimes were judged on a noise band of their own, if any."""
+    shown = own_bands(c)
+    if not shown:
         return None
-    shown = _few([f"{name} ±{band * 100:g}%" for name, band in own])
     return f"Noise bands of their own (declared by the regime, in place of ±{c.threshold * 100:g}%): {shown}."
 
 
