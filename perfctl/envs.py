@@ -39,7 +39,7 @@ from perfctl.git.refs import WORKTREE
 from perfctl.measure import procs
 from perfctl.measure.environ import scrubbed_env
 from perfctl.model import Fact, Notice, RefInfo
-from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime
+from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime, runtime_dir
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
@@ -86,7 +86,10 @@ def current_target(config: Config) -> Target:
         ref = gitrefs.resolve_ref(config.root, WORKTREE, outputs=config.outputs)
     except GitError:
         ref = RefInfo(ref=WORKTREE, sha="")
-    return Target(ref, Path(sys.executable), config.root, _worker_env(config, config.root), None)
+    env = _worker_env(config, config.root)
+    if env:  # install = false: PYTHONPATH is the project's alone, so add what the worker imports
+        env["PYTHONPATH"] += os.pathsep + str(runtime_dir(config.state_dir))
+    return Target(ref, Path(sys.executable), config.root, env, None)
 
 
 def _python_request(config: Config) -> tuple[str, str]:

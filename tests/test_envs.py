@@ -288,7 +288,44 @@ def test_current_target(project: GitRepo) -> None:
     assert (target.python, target.cwd, target.env_dir) == (Path(sys.executable), project.path, None)
     assert (target.ref.ref, target.ref.sha) == ("WORKTREE", project.git("rev-parse", "HEAD"))
     flat = current_target(config_for(project, install=False))
-    assert flat.env == {"PYTHONPATH": str(project.path)}
+    # The project's paths replace PYTHONPATH; perfctl and pyperf follow last, as the .pth
+    # of a built environment puts them, for a perfctl that is importable only through it.
+    project_path, runtime = flat.env["PYTHONPATH"].split(os.pathsep)
+    assert project_path == str(project.path)
+    assert (Path(runtime) / "perfctl" / "measure" / "workers" / "bench.py").is_file()
+    assert (Path(runtime) / "pyperf" / "__init__.py").is_file()
+
+
+def test_run_in_place_with_perfctl_only_on_pythonpath(project: GitRepo, tmp_path: Path) -> None:
+    """An interpreter that imports perfctl and pyperf only through PYTHONPATH (a source
+    checkout, wheels unpacked with --target) still loads an install = false project's
+    regimes in place (`list`; `run` gives its workers the same environment): the worker's
+    PYTHONPATH, the project's, names them last."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True
+    )
+    import pyperf
+
+    import perfctl
+
+    paths = [str(Path(m.__file__).resolve().parents[1]) for m in (perfctl, pyperf)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    project.write(
+        "pyproject.toml", PYPROJECT + '[tool.perfctl]\nregimes = ["bench.py"]\ninstall = false\n'
+    )
+    project.write(
+        "bench.py", "import perfctl\n\n@perfctl.regime()\ndef noop():\n    return lambda: None\n"
+    )
+    python = str(tmp_path / "bare" / "bin" / "python")
+    listed = subprocess.run(
+        [python, "-m", "perfctl", "list", "--format", "json"],
+        cwd=project.path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["noop"]
 
 
 def test_current_target_outside_git(tmp_path: Path) -> None:
