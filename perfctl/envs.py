@@ -70,14 +70,13 @@ class EnvSpec:
     stamp: str = ""  # identity of the worktree the build ran in
 
 
-def _pythonpath(config: Config, source: Path) -> dict[str, str]:
-    """PYTHONPATH for install = false: the pythonpath entries first, then the project."""
+def _worker_env(config: Config, source: Path, in_place: bool = False) -> dict[str, str]:
+    """PYTHONPATH for install = false; in place (no .pth of ours) perfctl's runtime links last."""
+    if config.install:
+        return {}
     entries = [str(source / p) for p in config.pythonpath] + [str(source)]
+    entries += [str(runtime_dir(config.state_dir))] if in_place else []
     return {"PYTHONPATH": os.pathsep.join(entries)}
-
-
-def _worker_env(config: Config, source: Path) -> dict[str, str]:
-    return {} if config.install else _pythonpath(config, source)
 
 
 def current_target(config: Config) -> Target:
@@ -86,9 +85,7 @@ def current_target(config: Config) -> Target:
         ref = gitrefs.resolve_ref(config.root, WORKTREE, outputs=config.outputs)
     except GitError:
         ref = RefInfo(ref=WORKTREE, sha="")
-    env = _worker_env(config, config.root)
-    if env:  # install = false: PYTHONPATH is the project's alone, so add what the worker imports
-        env["PYTHONPATH"] += os.pathsep + str(runtime_dir(config.state_dir))
+    env = _worker_env(config, config.root, in_place=True)
     return Target(ref, Path(sys.executable), config.root, env, None)
 
 
