@@ -3,6 +3,7 @@ end-to-end run is ``test_counters.py::test_compare_several_signals_one_verdict_e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -75,6 +76,22 @@ def test_json_and_markdown_carry_every_signal() -> None:
     assert "| Regime | time (±2%) | instructions (±0.5%) | memory (±0.5%) |" in md
     assert "| b | +10.0% regressed | +10.0% regressed | +10.0% regressed |" in md
     assert "| a | +0.0% no change | +0.0% no change | — |" in md
+
+
+def test_a_row_on_its_own_band_says_so_under_the_columns_band() -> None:
+    """The time column's heading names the comparison's ±2%; a regime that declared ±10%
+    says its own band in its cell (and the JSON), the counters' cells do not."""
+    time = _comparison("time", {"pipe": NO_CHANGE, "work": NO_CHANGE}, 0.02)
+    rows = tuple(
+        dataclasses.replace(r, threshold=0.10) if r.name == "pipe" else r for r in time.regimes
+    )
+    signals = (dataclasses.replace(time, regimes=rows), SIGNALS[1])
+    md = signals_markdown(signals)
+    assert "| time (±2%) | instructions (±0.5%) |" in md
+    assert "| pipe | +0.0% no change (own band ±10%) | — |" in md
+    assert "| work | +0.0% no change | — |" in md
+    body = json.loads(signals_json(signals))
+    assert [r["own_bands"] for r in body["regimes"][:2]] == [{"time": 0.10}, {}]
 
 
 def test_measure_lists_are_parsed_strictly() -> None:

@@ -22,7 +22,9 @@ def _cell_text(cell: SignalCell | None) -> str:
     if cell is None:
         return "—"
     change = f"{fmt_pct(cell.change)} " if cell.change is not None else ""
-    return f"{change}{cell.verdict}"
+    # The column heading names the comparison's band; a row judged on its own says so.
+    own = f" (own band ±{cell.band * 100:g}%)" if cell.band is not None else ""
+    return f"{change}{cell.verdict}{own}"
 
 
 def signals_table(comparisons: Sequence[Comparison]) -> Any:
@@ -106,6 +108,7 @@ def _row_dict(row: SignalRow) -> dict[str, Any]:
         "regime": row.name,
         "verdicts": {c.measure: c.verdict for c in row.cells if c is not None},
         "changes": {c.measure: c.change for c in row.cells if c is not None},
+        "own_bands": {c.measure: c.band for c in row.cells if c is not None and c.band},
         "flagged_by": [c.measure for c in row.flagged],
         "note": row.note(),
     }

@@ -25,6 +25,7 @@ class SignalCell:
     verdict: Verdict
     change: float | None
     unit: str
+    band: float | None = None  # the regime's own noise band, where it is not the column's
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ def measure_of(c: Comparison) -> str:
     return str(c.settings.get("measure") or "time")
 
 
-def _cell(measure: str, r: RegimeComparison) -> SignalCell:
-    return SignalCell(measure, r.verdict, r.change, r.unit)
+def _cell(c: Comparison, r: RegimeComparison) -> SignalCell:
+    own = r.threshold if r.threshold is not None and r.threshold != c.threshold else None
+    return SignalCell(measure_of(c), r.verdict, r.change, r.unit, own)
 
 
 def side_by_side(comparisons: Sequence[Comparison]) -> tuple[SignalRow, ...]:
@@ -73,9 +75,9 @@ def side_by_side(comparisons: Sequence[Comparison]) -> tuple[SignalRow, ...]:
     for c in comparisons:
         rows = {r.name: r for r in c.sorted_regimes()}
         names.update(dict.fromkeys(rows))
-        by_signal.append((measure_of(c), rows))
+        by_signal.append((c, rows))
     return tuple(
-        SignalRow(n, tuple(_cell(m, rows[n]) if n in rows else None for m, rows in by_signal))
+        SignalRow(n, tuple(_cell(c, rows[n]) if n in rows else None for c, rows in by_signal))
         for n in names
     )
 
