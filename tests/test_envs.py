@@ -308,7 +308,7 @@ def test_run_in_place_with_perfctl_only_on_pythonpath(project: GitRepo, tmp_path
 
     import perfctl
 
-    paths = [str(Path(m.__file__).resolve().parents[1]) for m in (perfctl, pyperf)]
+    paths = [str(Path(str(m.__file__)).resolve().parents[1]) for m in (perfctl, pyperf)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
     project.write(
         "pyproject.toml", PYPROJECT + '[tool.perfctl]\nregimes = ["bench.py"]\ninstall = false\n'
