@@ -12,7 +12,10 @@ number of rounds; ``--futility 0`` switches the futility stop off, and
 change and for a noisy side; ``--inside-widening`` another widening for the early stop
 inside the band (1.0: the rule before that stop was guarded); ``--band 0.10`` judges
 on a regime's own ±10% band, its "too noisy" limit and futility bound scaled with it;
-``--split`` splits "other" into `no change`, `inconclusive` and `within noise`.
+``--split`` splits "other" into `no change`, `inconclusive` and `within noise`;
+``--slow-share 0.3 --slow-factor 3`` makes each process, independently, three times
+slower with probability 0.3 (the bimodal process means of a worker that shared its CPU,
+or whose child ran on the other one), on top of the model's own spread.
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ from tests.test_stats import cv_of, simulate  # noqa: E402
 SPLIT = (NO_CHANGE, INCONCLUSIVE, WITHIN_NOISE)  # --split: what "other" holds
 
 
+def _slowed(
+    rng: np.random.Generator, processes: list[tuple[float, ...]], share: float, factor: float
+) -> list[tuple[float, ...]]:
+    """Each process, with probability ``share``, ``factor`` times slower as a whole."""
+    return [tuple(v * factor for v in p) if rng.random() < share else p for p in processes]
+
+
 def one_run(
     rng: np.random.Generator,
     shift: float,
@@ -43,9 +53,12 @@ def one_run(
     futility: bool,
     inside_widening: float = stats.INSIDE_WIDENING,
     band: float = 0.02,
+    slow: tuple[float, float] = (0.0, 1.0),
 ) -> tuple[str, int]:
     """One sequential comparison: (verdict, rounds used)."""
     base, head = simulate(rng, last, shift=shift, cv=cv)
+    if slow[0] > 0:
+        base, head = _slowed(rng, base, *slow), _slowed(rng, head, *slow)
     n = first
     while True:
         change = stats.compare_sides(base[:n], head[:n])
@@ -100,6 +113,8 @@ def main() -> None:
         "--inside-widening", type=float, default=stats.INSIDE_WIDENING,
         help="an early stop inside the band judges the CI widened this much (1.0: before)",
     )  # fmt: skip
+    parser.add_argument("--slow-share", type=float, default=0.0)
+    parser.add_argument("--slow-factor", type=float, default=3.0)
     args = parser.parse_args()
     # Candidate rules are tried by setting the module's constants.
     stats.FUTILITY_P = args.futility_p
@@ -125,6 +140,7 @@ def main() -> None:
                         bool(fut),
                         args.inside_widening,
                         args.band,
+                        (args.slow_share, args.slow_factor),
                     )
                     for _ in range(args.trials)
                 ]
