@@ -5,10 +5,13 @@
 # gpu family with its computed crossover. Run from the repository root on a machine with a
 # CUDA device and CuPy + PyTorch; perfctl installed with its test tools (pip install -e
 # '.[dev]'; the unit tier imports psycopg). On a machine that reaches no package index but
-# has CuPy, PyTorch, numpy, scipy, pandas, rich, jinja2, httpx and pytest: carry wheels of
-# pyperf, py-spy, plotly, GitPython, gitdb, smmap, psycopg, psycopg-binary and typer<0.29,
+# has CuPy, PyTorch, numpy, scipy, pandas, rich, click, shellingham, jinja2, httpx, pytest,
+# pytest-timeout and pytest-xdist (the 'cuda' image here does): carry wheels of pyperf,
+# py-spy, plotly, GitPython, gitdb, smmap, psycopg, psycopg-binary and typer<0.29,
 # `pip install --no-deps --target /tmp/site` them, and run with
-# PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH (how the 2026-11-27 run was made).
+# PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH. (On 2026-11-27 the run steps needed
+# a .pth instead: `perfctl run` with install = false dropped that PYTHONPATH from its
+# workers; fixed since.)
 # Figures go to $OUT (default /tmp/perfctl-gpu). Each step is bounded by `timeout`;
 # STEPS picks steps (default: all of "tests compare bisect page_apply device"). Exits 1
 # when a step failed or timed out, or a gpu test skipped (naming them), else 0.

@@ -39,7 +39,7 @@ from perfctl.git.refs import WORKTREE
 from perfctl.measure import procs
 from perfctl.measure.environ import scrubbed_env
 from perfctl.model import Fact, Notice, RefInfo
-from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime, runtime_dir
+from perfctl.runtime import RUNTIME_LINKS, host_site_packages, link_runtime
 from perfctl.store.lock import project_lock
 
 ENV_FORMAT = 1  # bump when the layout of an environment changes
@@ -71,12 +71,12 @@ class EnvSpec:
 
 
 def _worker_env(config: Config, source: Path, in_place: bool = False) -> dict[str, str]:
-    """PYTHONPATH for install = false; in place (no .pth of ours) perfctl's runtime links last."""
+    """PYTHONPATH for install = false; in place, the PYTHONPATH perfctl runs with follows."""
     if config.install:
-        return {}
-    entries = [str(source / p) for p in config.pythonpath] + [str(source)]
-    entries += [str(runtime_dir(config.state_dir))] if in_place else []
-    return {"PYTHONPATH": os.pathsep.join(entries)}
+        return {}  # the worker inherits PYTHONPATH whole
+    own = os.environ.get("PYTHONPATH", "") if in_place else ""  # in place: no .pth of ours
+    entries = [str(source / p) for p in config.pythonpath] + [str(source), *own.split(os.pathsep)]
+    return {"PYTHONPATH": os.pathsep.join(e for e in entries if e)}
 
 
 def current_target(config: Config) -> Target:

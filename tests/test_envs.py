@@ -283,24 +283,28 @@ def test_fallback_to_venv_without_uv(project: GitRepo, monkeypatch) -> None:
     assert probe(target, isolated=False)["value"] == 1
 
 
-def test_current_target(project: GitRepo) -> None:
+def test_current_target(project: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
     target = current_target(config_for(project))
     assert (target.python, target.cwd, target.env_dir) == (Path(sys.executable), project.path, None)
     assert (target.ref.ref, target.ref.sha) == ("WORKTREE", project.git("rev-parse", "HEAD"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     flat = current_target(config_for(project, install=False))
-    # The project's paths replace PYTHONPATH; perfctl and pyperf follow last, as the .pth
-    # of a built environment puts them, for a perfctl that is importable only through it.
-    project_path, runtime = flat.env["PYTHONPATH"].split(os.pathsep)
-    assert project_path == str(project.path)
-    assert (Path(runtime) / "perfctl" / "measure" / "workers" / "bench.py").is_file()
-    assert (Path(runtime) / "pyperf" / "__init__.py").is_file()
+    assert flat.env == {"PYTHONPATH": str(project.path)}
+    # In place the project's paths come first, then the PYTHONPATH perfctl itself runs
+    # with (an installed project's workers inherit it whole); nothing is written.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/opt/a", "", "/opt/b"]))
+    flat = current_target(config_for(project, install=False, pythonpath=("src",)))
+    assert flat.env["PYTHONPATH"].split(os.pathsep) == [
+        str(project.path / "src"), str(project.path), "/opt/a", "/opt/b"
+    ]  # fmt: skip
+    assert project.git("status", "--porcelain") == ""
 
 
 def test_run_in_place_with_perfctl_only_on_pythonpath(project: GitRepo, tmp_path: Path) -> None:
     """An interpreter that imports perfctl and pyperf only through PYTHONPATH (a source
     checkout, wheels unpacked with --target) still loads an install = false project's
-    regimes in place (`list`; `run` gives its workers the same environment): the worker's
-    PYTHONPATH, the project's, names them last."""
+    regimes in place (`list`; `run` gives its workers the same environment): the project's
+    PYTHONPATH is followed by the one perfctl runs with."""
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True
     )

@@ -81,17 +81,18 @@ def test_json_and_markdown_carry_every_signal() -> None:
 def test_a_row_on_its_own_band_says_so_under_the_columns_band() -> None:
     """The time column's heading names the comparison's ±2%; a regime that declared ±10%
     says its own band in its cell (and the JSON), the counters' cells do not."""
-    time = _comparison("time", {"pipe": NO_CHANGE, "work": NO_CHANGE}, 0.02)
-    rows = tuple(
-        dataclasses.replace(r, threshold=0.10) if r.name == "pipe" else r for r in time.regimes
-    )
+    time = _comparison("time", {"pipe": NO_CHANGE, "work": NO_CHANGE, "same": NO_CHANGE}, 0.02)
+    bands = {"pipe": 0.10, "same": 0.02}  # "same" declared the comparison's own band
+    rows = tuple(dataclasses.replace(r, threshold=bands.get(r.name)) for r in time.regimes)
     signals = (dataclasses.replace(time, regimes=rows), SIGNALS[1])
     md = signals_markdown(signals)
     assert "| time (±2%) | instructions (±0.5%) |" in md
     assert "| pipe | +0.0% no change (own band ±10%) | — |" in md
     assert "| work | +0.0% no change | — |" in md
+    assert "| same | +0.0% no change | — |" in md
     body = json.loads(signals_json(signals))
-    assert [r["own_bands"] for r in body["regimes"][:2]] == [{"time": 0.10}, {}]
+    own = {r["regime"]: r["own_bands"] for r in body["regimes"]}
+    assert own["pipe"] == {"time": 0.10} and own["work"] == own["same"] == own["a"] == {}
 
 
 def test_measure_lists_are_parsed_strictly() -> None:

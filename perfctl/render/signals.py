@@ -108,7 +108,7 @@ def _row_dict(row: SignalRow) -> dict[str, Any]:
         "regime": row.name,
         "verdicts": {c.measure: c.verdict for c in row.cells if c is not None},
         "changes": {c.measure: c.change for c in row.cells if c is not None},
-        "own_bands": {c.measure: c.band for c in row.cells if c is not None and c.band},
+        "own_bands": {c.measure: c.band for c in row.cells if c is not None and c.band is not None},
         "flagged_by": [c.measure for c in row.flagged],
         "note": row.note(),
     }

@@ -64,7 +64,7 @@ def measure_of(c: Comparison) -> str:
 
 
 def _cell(c: Comparison, r: RegimeComparison) -> SignalCell:
-    own = r.threshold if r.threshold is not None and r.threshold != c.threshold else None
+    own = r.threshold if r.threshold != c.threshold else None
     return SignalCell(measure_of(c), r.verdict, r.change, r.unit, own)
 
 

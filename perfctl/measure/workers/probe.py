@@ -10,7 +10,8 @@ import sys
 sys.dont_write_bytecode = True
 
 # This script's folder must not shadow modules; perfctl itself is importable
-# from the environment (installed, or via perfctl's runtime .pth file).
+# from the environment (installed, via perfctl's runtime .pth file, or, measuring in
+# place, through the PYTHONPATH perfctl runs with).
 if sys.path and sys.path[0].endswith("workers"):
     del sys.path[0]
 
