@@ -113,8 +113,11 @@ def main() -> None:
         "--inside-widening", type=float, default=stats.INSIDE_WIDENING,
         help="an early stop inside the band judges the CI widened this much (1.0: before)",
     )  # fmt: skip
-    parser.add_argument("--slow-share", type=float, default=0.0)
-    parser.add_argument("--slow-factor", type=float, default=3.0)
+    parser.add_argument(
+        "--slow-share", type=float, default=0.0,
+        help="each process, independently, is slow as a whole with this probability",
+    )  # fmt: skip
+    parser.add_argument("--slow-factor", type=float, default=3.0, help="how much slower")
     args = parser.parse_args()
     # Candidate rules are tried by setting the module's constants.
     stats.FUTILITY_P = args.futility_p
