@@ -29,6 +29,7 @@ from perfctl.model import (
     RegimeComparison,
 )
 from perfctl.render.tables import fmt_pct, fmt_time
+from perfctl.stats.band import own_band
 
 BASE_COLOUR = "#8a94a6"
 HEAD_COLOUR = "#2a6fdb"
@@ -306,10 +307,11 @@ def changes_figure(regimes: Sequence[RegimeComparison], threshold: float) -> Fig
                "categoryorder": "array", "categoryarray": [label(r.name) for r in rows]},
         shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": -band, "x1": band, "y0": 0,
                  "y1": 1, "fillcolor": BAND_FILL, "line": {"width": 0}, "layer": "below"}]
-        + [{"type": "rect", "xref": "x", "yref": "y", "x0": -own, "x1": own, "y0": i - 0.4,
-            "y1": i + 0.4, "fillcolor": BAND_FILL, "line": {"width": 0}, "layer": "below"}
+        + [{"type": "rect", "xref": "x", "yref": "y", "x0": -own * 100, "x1": own * 100,
+            "y0": i - 0.4, "y1": i + 0.4, "fillcolor": BAND_FILL, "line": {"width": 0},
+            "layer": "below"}
            for i, r in enumerate(rows)
-           if r.threshold is not None and (own := r.threshold * 100) != band],
+           if (own := own_band(r.threshold, threshold)) is not None],
     )  # fmt: skip
     return {"data": [t for t in traces if t["x"]], "layout": layout}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfctl.model import OK, Comparison, Run
+from perfctl.stats.band import own_band
 from perfctl.stats.crossover import Crossover, Point, crossovers
 
 
@@ -87,9 +88,9 @@ def own_bands(c: Comparison) -> str:
     """The regimes judged on a noise band of their own (``@regime(threshold=)``) other than
     the comparison's, ``pipe ±10%, …``; ``""`` when there are none."""
     own = sorted(
-        (r.name, r.threshold)
+        (r.name, band)
         for r in c.regimes
-        if r.threshold is not None and r.threshold != c.threshold
+        if (band := own_band(r.threshold, c.threshold)) is not None
     )
     return _few([f"{name} ±{band * 100:g}%" for name, band in own])
 

@@ -31,6 +31,11 @@ def band_of(own: float | None, default: float) -> float:
     return default if found is None else found
 
 
+def own_band(own: float | None, default: float) -> float | None:
+    """A regime's own band where it differs from the comparison's (worth saying), else None."""
+    return own if own is not None and own != default else None
+
+
 def scaled(limit: float, band: float) -> float:
     """A limit set for the default band, scaled in proportion to a wider band."""
     return limit * max(1.0, band / DEFAULT_BAND)

@@ -53,7 +53,7 @@ from perfctl.model import (
     WITHIN_NOISE,
     Verdict,
 )
-from perfctl.stats.band import scaled
+from perfctl.stats.band import DEFAULT_BAND, scaled
 from perfctl.stats.ranks import (
     mann_whitney_asymptotic,
     mann_whitney_exact,
@@ -331,7 +331,7 @@ def decide(
     return _not_significant(change, p_adjusted, threshold, noisy, level)
 
 
-def is_noisy(base_cv: float, head_cv: float, threshold: float = 0.02) -> bool:
+def is_noisy(base_cv: float, head_cv: float, threshold: float = DEFAULT_BAND) -> bool:
     """Whether either side's CV is above MAX_CV, scaled to the ``threshold`` band (decide's)."""
     return _too_noisy(base_cv, head_cv, scaled(MAX_CV, threshold)) is not None
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perfctl.model import IMPROVED, REGRESSED, Comparison, RegimeComparison, Verdict
+from perfctl.stats.band import own_band
 
 FLAGS = (REGRESSED, IMPROVED)
 
@@ -64,7 +65,7 @@ def measure_of(c: Comparison) -> str:
 
 
 def _cell(c: Comparison, r: RegimeComparison) -> SignalCell:
-    own = r.threshold if r.threshold != c.threshold else None
+    own = own_band(r.threshold, c.threshold)
     return SignalCell(measure_of(c), r.verdict, r.change, r.unit, own)
 
 
