@@ -6,12 +6,16 @@ four commits, tagged:
 * ``A``   the base: ``work()`` takes about 100 µs of pure Python;
 * ``A2``  identical code, only a comment edited (A/A with ``A``);
 * ``P5``  ``work()`` made 5% slower (5% more loop iterations, checked in-process);
-* ``P2``  ``work()`` made 2% slower.
+* ``P2``  ``work()`` made 2% slower;
+* ``Q25`` the ``pipe`` round trip made about 25% slower: the child process does a
+  calibrated loop per line before it answers (a change in the second process).
 
 Two regimes: ``work`` (in-process) and ``pipe`` (a line to a child process and back
-over pipes: a two-process round trip that no commit changes). Each trial runs
-``perfctl compare`` A→A2, A→P5 and A→P2, so every trial gives four unchanged
-regime results (``work`` in A→A2, ``pipe`` in all three), one +5% and one +2%.
+over pipes: a two-process round trip that only ``Q25`` changes). By default each trial
+runs ``perfctl compare`` A→A2, A→P5 and A→P2, so every trial gives four unchanged
+regime results (``work`` in A→A2, ``pipe`` in all three), one +5% and one +2%;
+``--heads A2,Q25 --regime pipe --pipe-band 0.1`` asks whether the two-process regime,
+judged on its own ±10% band, still finds a real change.
 
 Conditions, each a block of trials, the competitor started and stopped by this
 script:
@@ -36,7 +40,8 @@ Every result is appended to a JSONL file as it finishes; the table is printed at
 the end (or with ``--summarize FILE...``): per condition and design, A/A false
 verdicts, the share of unchanged results called ``no change`` and
 ``inconclusive``, +5% and +2% detection, +2% reported as ``no change`` with a CI
-that excludes +2% (an honesty miss), the ``pipe`` regime's own A/A figures, and the
+that excludes +2% (an honesty miss), the ``pipe`` regime's own A/A figures and its
++25% detection (where ``Q25`` ran), and the
 median wall time per regime for the clear change and for unchanged ones, each
 rate with its Wilson 95% interval.
 
@@ -70,7 +75,9 @@ from perfctl.measure.machine import allowed_cpus
 
 RESULTS = Path(tempfile.gettempdir()) / "perfctl-bench"
 ALARMS = ("regressed", "improved")
-PAIRS = {"A2": 0.0, "P5": 0.05, "P2": 0.02}  # head tag -> the change injected into `work`
+# head tag -> (the regime a change was injected into, the change)
+PAIRS = {"A2": ("work", 0.0), "P5": ("work", 0.05), "P2": ("work", 0.02), "Q25": ("pipe", 0.25)}
+PIPE_SLOWDOWN = PAIRS["Q25"][1]
 # The CPUs this process may use; `affinity` pins every worker of both refs to the first.
 CPUS = allowed_cpus()
 DESIGNS = {
@@ -114,8 +121,7 @@ def work() -> int:
     return total
 
 
-ECHO = "import sys\\nfor line in iter(sys.stdin.buffer.readline, b''):\\n" \\
-    "    sys.stdout.buffer.write(line)\\n    sys.stdout.buffer.flush()\\n"
+ECHO = {echo!r}  # the child's code: on Q25 it loops before it answers
 
 
 def echo():
@@ -157,6 +163,17 @@ def pipe():
     child.wait()
 '''
 
+# The child of the `pipe` regime: echoes each line; on Q25 it first loops SPIN times.
+ECHO = (
+    "import sys\nfor line in iter(sys.stdin.buffer.readline, b''):\n"
+    "    sys.stdout.buffer.write(line)\n    sys.stdout.buffer.flush()\n"
+)
+ECHO_SPIN = (
+    "import sys\n\n\ndef spin():\n    total = 0\n    for i in range({spin}):\n"
+    "        total += i * i\n\n\nfor line in iter(sys.stdin.buffer.readline, b''):\n"
+    "    spin()\n    sys.stdout.buffer.write(line)\n    sys.stdout.buffer.flush()\n"
+)
+
 COMPETITORS = {
     "quiet": None,
     "hog": "while True: pass",
@@ -170,25 +187,78 @@ COMPETITORS = {
 }
 
 
+def _round_trip(code: str, pings: int) -> float:
+    """Median seconds of one line to a child running ``code`` and back."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert child.stdin is not None and child.stdout is not None
+    times = []
+    try:
+        for _ in range(pings):
+            t0 = time.perf_counter()
+            child.stdin.write(b"ping\n")
+            child.stdin.flush()
+            child.stdout.readline()
+            times.append(time.perf_counter() - t0)
+    finally:
+        child.kill()
+        child.wait()
+    return statistics.median(times)
+
+
+def _realised_pipe(spin: int, rounds: int = 6) -> float:
+    """Q25/A - 1 of the round trip: the two children in turn, median of the ratios."""
+    ratios = []
+    for i in range(rounds):
+        order = [ECHO, ECHO_SPIN.format(spin=spin)][:: 1 if i % 2 == 0 else -1]
+        rt = {code: _round_trip(code, 1000) for code in order}
+        ratios.append(rt[ECHO_SPIN.format(spin=spin)] / rt[ECHO])
+    return statistics.median(ratios) - 1.0
+
+
+def calibrate_pipe(n: int) -> tuple[int, float]:
+    """The child's loop (``SPIN`` iterations of ``work``'s body, N of which take ~100 µs)
+    for a round trip ~25% slower, corrected twice by measurement; and what it realised."""
+    from false_alarms import TARGET_S
+
+    rt = min(_round_trip(ECHO, 2000) for _ in range(3))
+    spin = max(1, round(PIPE_SLOWDOWN * rt * n / TARGET_S))
+    realised = _realised_pipe(spin)
+    for _ in range(2):
+        spin = max(1, round(spin * PIPE_SLOWDOWN / max(realised, 0.01)))
+        realised = _realised_pipe(spin)
+    return spin, realised
+
+
 def build(root: Path, pipe_band: float | None = None) -> dict[str, Any]:
-    """The repository with A, A2, P5 and P2; the calibration it used (``pipe_band``: the
-    noise band the ``pipe`` regime declares, ``@regime(threshold=)``)."""
+    """The repository with A, A2, P5, P2 and Q25; the calibration it used (``pipe_band``:
+    the noise band the ``pipe`` regime declares, ``@regime(threshold=)``)."""
     from false_alarms import calibrate  # ~100 µs of CPU, checked linear in iterations
 
     n, _, _ = calibrate()
+    spin, realised = calibrate_pipe(n)
     init_repo(root)
     (root / ".gitignore").write_text(".perfctl/\n__pycache__/\n")
     (root / "pyproject.toml").write_text(PYPROJECT)
     declared = f"@regime(threshold={pipe_band!r})\ndef pipe" if pipe_band else "@regime\ndef pipe"
     (root / "perf_regimes.py").write_text(REGIMES.replace("@regime\ndef pipe", declared))
     mod = root / "noisy.py"
-    extras = {"A": 0, "A2": 0, "P5": round(0.05 * n), "P2": round(0.02 * n)}
+    extras = {"A": 0, "A2": 0, "P5": round(0.05 * n), "P2": round(0.02 * n), "Q25": 0}
     shas = {}
     for tag, extra in extras.items():
         comment = "only this comment differs" if tag == "A2" else f"revision {tag}"
-        mod.write_text(MODULE.format(comment=comment, n=n, extra=extra))
-        shas[tag] = commit(root, f"{tag}: extra {extra}", tag)
-    return {"n": n, "extras": extras, "shas": shas, "pipe_band": pipe_band}
+        echo = ECHO_SPIN.format(spin=spin) if tag == "Q25" else ECHO
+        mod.write_text(MODULE.format(comment=comment, n=n, extra=extra, echo=echo))
+        shas[tag] = commit(root, f"{tag}: extra {extra}" + (f", spin {spin}" * (tag == "Q25")), tag)
+    return {
+        "n": n,
+        "extras": extras,
+        "spin": spin,
+        "pipe_realised": realised,  # Q25's round trip against A's, measured at build
+        "shas": shas,
+        "pipe_band": pipe_band,
+    }
 
 
 def executable(args: list[str]) -> tuple[str, list[str]]:
@@ -263,6 +333,8 @@ def run(args: argparse.Namespace) -> Path:
     meta_file = work / "meta.json"
     if meta_file.exists():
         meta = json.loads(meta_file.read_text())
+        if "Q25" not in meta["shas"]:
+            raise SystemExit(f"{work} was built before the Q25 commit: use another --workdir")
         if meta.get("pipe_band") != args.pipe_band:
             raise SystemExit(
                 f"{work} was built with --pipe-band {meta.get('pipe_band')}: use another --workdir"
@@ -281,6 +353,7 @@ def run(args: argparse.Namespace) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     print(f"writing {out}", file=sys.stderr)
+    print(f"Q25: pipe round trip {meta['pipe_realised']:+.1%} at build", file=sys.stderr)
     pairs = {h: x for h, x in PAIRS.items() if h in args.heads.split(",")}
     only = [a for g in args.regime for a in ("--regime", g)]  # the regimes asked for
     for condition in args.conditions.split(","):
@@ -290,7 +363,7 @@ def run(args: argparse.Namespace) -> Path:
                 names = list(designs)
                 names = names[i % len(names) :] + names[: i % len(names)]
                 for design in names:
-                    for head, injected in pairs.items():
+                    for head, (changed, injected) in pairs.items():
                         before = load()
                         got = compare(root, head, [*designs[design], *only])
                         rec = {
@@ -300,6 +373,7 @@ def run(args: argparse.Namespace) -> Path:
                             "args": [*designs[design], *only],
                             "trial": i,
                             "head": head,
+                            "changed": changed,  # the regime the change was injected into
                             "injected": injected,
                             "load_before": before,
                             "load_after": load(),
@@ -322,14 +396,15 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def _results(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (compare, regime): what was injected into that regime, and its time:
+    """One row per (compare, regime): what was injected into that regime (records made
+    before ``changed`` was stored injected into ``work`` alone), and its time:
     the regime's own measuring time where perfctl recorded it (``seconds``), else (older
     records) the comparison's wall time shared equally among its regimes."""
     rows = []
     for r in recs:
         n = max(1, len(r["rows"]))
         for name, row in r["rows"].items():
-            injected = r["injected"] if name == "work" else 0.0
+            injected = r["injected"] if name == r.get("changed", "work") else 0.0
             wall = row.get("seconds") or r["wall"] / n
             rows.append({**row, "regime": name, "injected": injected, "wall": wall})
     return rows
@@ -349,9 +424,10 @@ def summarize(recs: list[dict[str, Any]]) -> str:
     lines = [
         "| condition | design | A/A false verdicts | unchanged: no change | unchanged: "
         "inconclusive | +5% detected | +2% detected | +2% called no change, CI excluding it "
-        "| work A/A: no change | pipe A/A false | pipe: no change | median s/regime, +5% "
-        "| median s/regime, unchanged (work A/A / pipe) | load (1-min) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| work A/A: no change | pipe A/A false | pipe: no change | pipe +25% detected "
+        "| median s/regime, +5% | median s/regime, unchanged (work A/A / pipe) "
+        "| median s/regime, pipe +25% | load (1-min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     # Records of different perfctl revisions are never pooled: each is its own cell.
     cells = list(dict.fromkeys(map(_cell, recs)))
@@ -362,6 +438,7 @@ def summarize(recs: list[dict[str, Any]]) -> str:
         same = [r for r in rows if r["injected"] == 0.0]
         p5 = [r for r in rows if r["injected"] == 0.05]
         p2 = [r for r in rows if r["injected"] == 0.02]
+        q25 = [r for r in rows if r["injected"] == PIPE_SLOWDOWN]
         pipe = [r for r in same if r["regime"] == "pipe"]
         work = [r for r in same if r["regime"] == "work"]  # the in-process A/A
         dishonest = [r for r in p2 if r["verdict"] == "no change" and (r["ci"][1] or 0.0) < 0.02]
@@ -381,9 +458,11 @@ def summarize(recs: list[dict[str, Any]]) -> str:
                     rate(sum(r["verdict"] == "no change" for r in work), len(work)),
                     rate(sum(r["verdict"] in ALARMS for r in pipe), len(pipe)),
                     rate(sum(r["verdict"] == "no change" for r in pipe), len(pipe)),
+                    rate(sum(r["verdict"] == "regressed" for r in q25), len(q25)) if q25 else "–",
                     _median_s([r["wall"] for r in p5]),
                     f"{_median_s([r['wall'] for r in work])} / "
                     f"{_median_s([r['wall'] for r in pipe])}",
+                    _median_s([r["wall"] for r in q25]),
                     f"{statistics.median(loads):.1f} ({min(loads):.1f}–{max(loads):.1f})"
                     if loads
                     else "–",
