@@ -119,6 +119,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--slow-factor", type=float, default=3.0, help="how much slower")
     args = parser.parse_args()
+    if not 0 <= args.slow_share <= 1 or args.slow_factor <= 0:
+        parser.error("--slow-share is a probability (0 to 1), --slow-factor above 0")
     # Candidate rules are tried by setting the module's constants.
     stats.FUTILITY_P = args.futility_p
     stats.FUTILITY_BOUND = args.futility_bound
