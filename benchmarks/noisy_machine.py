@@ -1,7 +1,7 @@
 """The noisy-machine benchmark (issue: verdicts that hold on a busy machine).
 
 Builds a small project as a real git repository in a temporary directory, with
-four commits, tagged:
+five commits, tagged:
 
 * ``A``   the base: ``work()`` takes about 100 µs of pure Python;
 * ``A2``  identical code, only a comment edited (A/A with ``A``);
@@ -114,7 +114,7 @@ MODULE = '''"""The workload of perfctl's noisy-machine benchmark."""
 
 # {comment}
 N = {n}
-EXTRA = {extra}  # extra iterations: 0 on A and A2, +5% on P5, +2% on P2
+EXTRA = {extra}  # extra iterations: 0 on A, A2 and Q25, +5% on P5, +2% on P2
 
 
 def work() -> int:
@@ -129,7 +129,7 @@ ECHO = {echo!r}  # the child's code: on Q25 it loops before it answers
 
 
 def echo():
-    """A child process that echoes lines (no commit changes it)."""
+    """A child process that echoes lines (on Q25 after a loop of its own)."""
     import subprocess
     import sys
 
@@ -338,7 +338,9 @@ def run(args: argparse.Namespace) -> Path:
     if meta_file.exists():
         meta = json.loads(meta_file.read_text())
         if "Q25" not in meta["shas"]:
-            raise SystemExit(f"{work} was built before the Q25 commit: use another --workdir")
+            raise SystemExit(
+                f"{work} was built before the Q25 commit: delete it or use another --workdir"
+            )
         if meta.get("pipe_band") != args.pipe_band:
             raise SystemExit(
                 f"{work} was built with --pipe-band {meta.get('pipe_band')}: use another --workdir"

@@ -76,8 +76,8 @@ def pipe_table(results: list[Path], store: Path, design: str) -> list[str]:
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
     for rec, comparison in stored_comparisons(results, store, design):
         row = stored_row(comparison, "pipe")
-        if row is None or row.get("pairing") != "process":
-            continue
+        if row is None or row.get("pairing") != "process" or rec.get("changed") == "pipe":
+            continue  # A→Q25 changes pipe: not an A/A comparison
         cell = cells.setdefault((rec["condition"], str(rec.get("perfctl", ""))[:7]), {})
         base, head = process_means(row["base_values"]), process_means(row["head_values"])
         cell.setdefault("today (HL, as stored)", []).append(math.log1p(row["change"]))

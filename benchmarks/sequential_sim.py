@@ -119,7 +119,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--slow-factor", type=float, default=3.0, help="how much slower")
     args = parser.parse_args()
-    if not 0 <= args.slow_share <= 1 or args.slow_factor <= 0:
+    if not 0 <= args.slow_share <= 1 or not args.slow_factor > 0:  # also refuses nan
         parser.error("--slow-share is a probability (0 to 1), --slow-factor above 0")
     # Candidate rules are tried by setting the module's constants.
     stats.FUTILITY_P = args.futility_p
