@@ -213,11 +213,14 @@ def _round_trip(code: str, pings: int) -> float:
 
 def _realised_pipe(spin: int, rounds: int = 6) -> float:
     """Q25/A - 1 of the round trip: the two children in turn, median of the ratios."""
+    spun = ECHO_SPIN.format(spin=spin)
     ratios = []
-    for i in range(rounds):
-        order = [ECHO, ECHO_SPIN.format(spin=spin)][:: 1 if i % 2 == 0 else -1]
-        rt = {code: _round_trip(code, 1000) for code in order}
-        ratios.append(rt[ECHO_SPIN.format(spin=spin)] / rt[ECHO])
+    for i in range(rounds):  # a tuple's items are evaluated left to right
+        if i % 2 == 0:
+            base, slow = _round_trip(ECHO, 1000), _round_trip(spun, 1000)
+        else:
+            slow, base = _round_trip(spun, 1000), _round_trip(ECHO, 1000)
+        ratios.append(slow / base)
     return statistics.median(ratios) - 1.0
 
 
@@ -252,9 +255,10 @@ def build(root: Path, pipe_band: float | None = None) -> dict[str, Any]:
     shas = {}
     for tag, extra in extras.items():
         comment = "only this comment differs" if tag == "A2" else f"revision {tag}"
-        echo = ECHO_SPIN.format(spin=spin) if tag == "Q25" else ECHO
+        q25 = tag == "Q25"
+        echo = ECHO_SPIN.format(spin=spin) if q25 else ECHO
         mod.write_text(MODULE.format(comment=comment, n=n, extra=extra, echo=echo))
-        shas[tag] = commit(root, f"{tag}: extra {extra}" + (f", spin {spin}" * (tag == "Q25")), tag)
+        shas[tag] = commit(root, f"{tag}: extra {extra}" + (f", spin {spin}" if q25 else ""), tag)
     return {
         "n": n,
         "extras": extras,
