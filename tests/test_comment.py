@@ -218,6 +218,16 @@ def test_the_changes_chart_shades_a_regimes_own_band_on_its_row() -> None:
     assert shapes[1]["y0"] < 0 < shapes[1]["y1"] < 1  # the first row's category only
 
 
+def test_the_changes_charts_hover_names_only_a_band_other_than_the_charts() -> None:
+    from perfctl.render.charts import changes_figure
+
+    rows = [regime("pipe", NO_CHANGE, threshold=0.1), regime("same", NO_CHANGE, threshold=0.02)]
+    (trace,) = changes_figure(rows + [regime("work", NO_CHANGE)], 0.02)["data"]
+    own = ["its own noise band" in h for h in trace["hovertext"]]
+    assert own == [True, False, False]
+    assert "±10%" in trace["hovertext"][0]
+
+
 def test_a_pinned_comparison_says_where_its_workers_ran() -> None:
     from dataclasses import replace
 

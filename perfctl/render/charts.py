@@ -295,7 +295,7 @@ def changes_figure(regimes: Sequence[RegimeComparison], threshold: float) -> Fig
     The figures are the comparison's own (``change``, ``ci_low``, ``ci_high``).
     """
     rows = [r for r in regimes if r.change is not None]
-    traces = [_changes_trace(v, [r for r in rows if r.verdict == v]) for v in VERDICTS]
+    traces = [_changes_trace(v, [r for r in rows if r.verdict == v], threshold) for v in VERDICTS]
     band = threshold * 100
     title = "Change per regime (Hodges–Lehmann) with its 95% CI"
     layout = _layout(
@@ -316,7 +316,9 @@ def changes_figure(regimes: Sequence[RegimeComparison], threshold: float) -> Fig
     return {"data": [t for t in traces if t["x"]], "layout": layout}
 
 
-def _changes_trace(verdict: str, rows: Sequence[RegimeComparison]) -> dict[str, Any]:
+def _changes_trace(
+    verdict: str, rows: Sequence[RegimeComparison], threshold: float
+) -> dict[str, Any]:
     x, plus, minus, hover = [], [], [], []
     for r in rows:
         change = r.change or 0.0
@@ -325,7 +327,9 @@ def _changes_trace(verdict: str, rows: Sequence[RegimeComparison]) -> dict[str, 
         x.append(change * 100)
         plus.append((high - change) * 100)
         minus.append((change - low) * 100)
-        own = f"<br>its own noise band: ±{r.threshold * 100:g}%" if r.threshold else ""
+        # Said only where it differs from the chart's band, as the row's shading is.
+        band = own_band(r.threshold, threshold)
+        own = f"<br>its own noise band: ±{band * 100:g}%" if band is not None else ""
         hover.append(
             f"{label(r.name)}<br>{label(verdict)}: {format_change(r.change)} "
             f"[{format_change(r.ci_low)}, {format_change(r.ci_high)}]{own}"

@@ -97,7 +97,7 @@ def result_stats(r: RegimeResult) -> dict[str, Any]:
 
 def run_rows(run: Run) -> list[dict[str, Any]]:
     """One dict per regime: stats plus vs-baseline ratio and a stability warning."""
-    from perfctl.stats.band import DEFAULT_BAND, scaled
+    from perfctl.stats.band import DEFAULT_BAND, band_of, scaled
     from perfctl.stats.decision import MAX_CV
 
     stats = {r.name: result_stats(r) for r in run.results}
@@ -108,7 +108,7 @@ def run_rows(run: Run) -> list[dict[str, Any]]:
         ratio = s["median_s"] / base if s["median_s"] and base else None
         warn = ""
         # What decide() calls too noisy, on the regime's own band where it declares one.
-        limit = scaled(MAX_CV, r.threshold or DEFAULT_BAND) if r.unit == "s" else MAX_CV
+        limit = scaled(MAX_CV, band_of(r.threshold, DEFAULT_BAND)) if r.unit == "s" else MAX_CV
         if s["cv"] is not None and s["cv"] > limit:
             warn = f"unstable: CV {s['cv'] * 100:.0f}%"
         rows.append(
