@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from perfctl.errors import ConfigError
+from perfctl.stats.band import DEFAULT_BAND
 
 KNOWN_KEYS = {
     "regimes",
@@ -73,7 +74,7 @@ class Config:
     inherit_site_packages: bool = False
     inherit_environ: tuple[str, ...] = ()
     subjects: dict[str, str] = field(default_factory=dict)
-    threshold: float = 0.02
+    threshold: float = DEFAULT_BAND
     alpha: float = 0.05
     rounds: int | None = None
     time_budget: float | None = None
@@ -276,7 +277,9 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         inherit_site_packages=bool(_expect(table, "inherit_site_packages", bool, source)),
         inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
         subjects=dict(_expect(table, "subjects", dict, source) or {}),
-        threshold=_bounded(table, "threshold", source, 0.02, low=0.0, high=1.0, low_ok=True),
+        threshold=_bounded(
+            table, "threshold", source, DEFAULT_BAND, low=0.0, high=1.0, low_ok=True
+        ),
         alpha=_bounded(table, "alpha", source, 0.05, low=0.0, high=1.0),
         rounds=_positive(table, "rounds", int, source),
         time_budget=_positive(table, "time_budget", (int, float), source),

@@ -20,6 +20,7 @@ from pathlib import Path
 from perfctl.measure import procs, runner
 from perfctl.measure.executor import PYPERF, Executor, Job, ProcessSpec
 from perfctl.model import RegimeInfo
+from perfctl.stats.band import DEFAULT_BAND
 
 SIDES = ("base", "head")
 
@@ -43,7 +44,7 @@ class Schedule:
     # the time that thread waited for a CPU); the last two same-process only.
     clock: str = "wall"
     seed: int = 0
-    threshold: float = 0.02
+    threshold: float = DEFAULT_BAND
     # "time" (pyperf wall time), or a counter: "instructions" (callgrind) or "memory"
     # (tracemalloc), one value per process, measured by measure/counters.py.
     measure: str = "time"
