@@ -36,7 +36,9 @@ first CPU this process may use: every worker of both refs on one CPU),
 ``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
 time), and any ``--design NAME='ARGS'`` given (``--design "before=exe=PATH ARGS"``
 runs another checkout's perfctl, PATH its ``perfctl`` executable: two revisions in one
-run, each record naming its own revision). Every comparison runs at the default
+run, each record naming its own revision). Without ``--designs`` it runs ``today`` and
+``auto``, the issue's two designs; ``--designs none`` runs only the ``--design`` ones,
+and an unknown condition, design or head is a usage error. Every comparison runs at the default
 settings otherwise. ``--pipe-band F`` has the ``pipe`` regime declare a noise band of its
 own (``@regime(threshold=F)``; a project of its own, so another ``--workdir``).
 
@@ -353,7 +355,7 @@ def run(args: argparse.Namespace) -> Path:
         work.mkdir(parents=True, exist_ok=True)
         meta = build(root, args.pipe_band)
         meta_file.write_text(json.dumps(meta, indent=2))
-    designs = {**{k: DESIGNS[k] for k in args.designs.split(",") if k in DESIGNS}}
+    designs = {k: DESIGNS[k] for k in args.designs.split(",") if k in DESIGNS}
     for spec in args.design:
         name, _, extra = spec.partition("=")
         designs[name] = shlex.split(extra)
@@ -494,11 +496,26 @@ def summarize(recs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _unknown_name(args: argparse.Namespace) -> str | None:
+    """An unknown condition, design or head, said; a typo would drop a cell silently."""
+    asked: dict[str, tuple[str, list[str]]] = {
+        "--conditions": (args.conditions, list(COMPETITORS)),
+        "--designs": (args.designs, [*DESIGNS, "none"]),
+        "--heads": (args.heads, list(PAIRS)),
+    }
+    for flag, (value, known) in asked.items():
+        if unknown := [name for name in value.split(",") if name not in known]:
+            return f"{flag}: unknown {', '.join(unknown)} (known: {', '.join(known)})"
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=20, help="trials per condition and design")
     ap.add_argument("--conditions", default="quiet,hog,bursty")
-    ap.add_argument("--designs", default="today,burst-wait", help="built-in designs to run")
+    ap.add_argument(
+        "--designs", default="today,auto", help="built-in designs to run ('none': only --design)"
+    )
     ap.add_argument(
         "--design", action="append", default=[], help="NAME='perfctl compare args' (repeatable)"
     )
@@ -512,6 +529,8 @@ def main() -> None:
     )
     ap.add_argument("--summarize", nargs="+", help="summarize these JSONL files only")
     args = ap.parse_args()
+    if unknown := _unknown_name(args):
+        ap.error(unknown)
     if args.summarize:
         recs = [json.loads(x) for f in args.summarize for x in Path(f).read_text().splitlines()]
     else:
