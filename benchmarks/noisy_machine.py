@@ -34,7 +34,9 @@ process``), ``auto`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
 ``same-process`` (``--pairing same-process``), ``affinity`` (``--affinity`` the
 first CPU this process may use: every worker of both refs on one CPU),
 ``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
-time), and any ``--design NAME='ARGS'`` given (``--design "before=exe=PATH ARGS"``
+time), ``busy-clock`` (``--pairing same-process --clock busy``: wall time less the
+timing thread's wait for a CPU), ``auto-busy`` (``--clock busy``: the default pairing,
+its paired regimes on the busy clock), and any ``--design NAME='ARGS'`` given (``--design "before=exe=PATH ARGS"``
 runs another checkout's perfctl, PATH its ``perfctl`` executable: two revisions in one
 run, each record naming its own revision). Without ``--designs`` it runs ``today`` and
 ``auto``, the issue's two designs; ``--designs none`` runs only the ``--design`` ones,
