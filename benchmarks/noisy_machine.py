@@ -36,12 +36,13 @@ first CPU this process may use: every worker of both refs on one CPU),
 ``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
 time), ``busy-clock`` (``--pairing same-process --clock busy``: wall time less the
 timing thread's wait for a CPU), ``auto-busy`` (``--clock busy``: the default pairing,
-its paired regimes on the busy clock), and any ``--design NAME='ARGS'`` given (``--design "before=exe=PATH ARGS"``
-runs another checkout's perfctl, PATH its ``perfctl`` executable: two revisions in one
-run, each record naming its own revision). Without ``--designs`` it runs ``today`` and
-``auto``, the issue's two designs; ``--designs none`` runs only the ``--design`` ones,
-and an unknown condition, design or head is a usage error. Every comparison runs at the default
-settings otherwise. ``--pipe-band F`` has the ``pipe`` regime declare a noise band of its
+its paired regimes on the busy clock), and any ``--design NAME='ARGS'`` given
+(``--design "before=exe=PATH ARGS"`` runs another checkout's perfctl, PATH its
+``perfctl`` executable: two revisions in one run, each record naming its own
+revision). Without ``--designs`` it runs ``today`` and ``auto``, the issue's two
+designs; ``--designs none`` runs only the ``--design`` ones, and an unknown condition,
+design or head is a usage error. Every comparison runs at the default settings
+otherwise. ``--pipe-band F`` has the ``pipe`` regime declare a noise band of its
 own (``@regime(threshold=F)``; a project of its own, so another ``--workdir``).
 
 Every result is appended to a JSONL file as it finishes; the table is printed at
