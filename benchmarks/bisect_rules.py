@@ -36,6 +36,7 @@ from perfctl.stats import decision
 from perfctl.stats.bisection import Likeness, Slowdown
 
 G, B, U, S = Likeness.GOOD, Likeness.BAD, Likeness.UNKNOWN, Likeness.SKIPPED
+BAND = 0.02  # the band its figures were measured at (compare's default before 2026-11)
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Sim:
         n = 10
         while n < max_rounds:
             c = decision.compare_sides(_procs(b[:n]), _procs(h[:n]))
-            if decision.is_clear(c, threshold=0.02, alpha=0.05):
+            if decision.is_clear(c, threshold=BAND, alpha=0.05):
                 break
             n += 1
         self.total_rounds += n
@@ -135,7 +136,7 @@ def _row(b: np.ndarray, h: np.ndarray, failed: bool = False) -> RegimeComparison
     c = decision.compare_sides(_procs(b), _procs(h))
     cv = lambda x: float(np.std(np.exp(x)) / np.mean(np.exp(x)))  # noqa: E731
     verdict, _ = decision.decide(
-        c, c.p_value, threshold=0.02, alpha=0.05, base_cv=cv(b), head_cv=cv(h)
+        c, c.p_value, threshold=BAND, alpha=0.05, base_cv=cv(b), head_cv=cv(h)
     )
     return RegimeComparison(
         name="target",
@@ -177,10 +178,10 @@ def bisect_once(sim: Sim, rule: str, attempts: int = 3) -> tuple[str, int, int]:
     """One bisection, as perfctl.jobs.bisect runs it; (outcome, measured steps, rounds)."""
     n = sim.line.n
     new = rule == "odds"
-    first = partial(confirm_judge, band=0.02)  # compare's default band
+    first = partial(confirm_judge, band=BAND)
     found, row = sim.step("confirm", 0, n, first if new else old_confirm, attempts, sim.rounds)
     if new and (found == U or (found == B and not _slowdown(row).precise)):
-        sharp = partial(precise_judge, band=0.02)
+        sharp = partial(precise_judge, band=BAND)
         _, row = sim.step("confirm", 0, n, sharp, attempts * 2, sim.rounds)
     if row.verdict != REGRESSED:
         return "not bisected", 0, sim.total_rounds
@@ -217,7 +218,7 @@ def bisect_once(sim: Sim, rule: str, attempts: int = 3) -> tuple[str, int, int]:
 
 def _slowdown(row: RegimeComparison) -> Slowdown:
     assert row.change is not None and row.ci_low is not None and row.ci_high is not None
-    return Slowdown(row.change, row.ci_low, row.ci_high, band=0.02)  # compare's default band
+    return Slowdown(row.change, row.ci_low, row.ci_high, band=BAND)
 
 
 def main() -> None:

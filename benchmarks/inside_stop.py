@@ -35,15 +35,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.test_paired import paired_run  # noqa: E402
 
 
-def cell(trials: int, shift: float, spread: float, last: int, widen: float) -> list[tuple]:
+def cell(
+    trials: int, shift: float, spread: float, last: int, widen: float, band: float = 0.02
+) -> list[tuple]:
     """``trials`` runs of one true shift; each seeded by its index, so factors share draws."""
-    return [paired_run(np.random.default_rng(i), shift, spread, last, widen) for i in range(trials)]
+    return [
+        paired_run(np.random.default_rng(i), shift, spread, last, widen, band)
+        for i in range(trials)
+    ]
 
 
 def row(args: argparse.Namespace, widen: float) -> str:
     """One table row: A/A, then each shift's honesty miss and regressions."""
     t = args.trials
-    aa = cell(t, 0.0, args.spread, args.last, widen)
+    aa = cell(t, 0.0, args.spread, args.last, widen, args.band)
     pairs = [n for _, n, _ in aa]
     out = [
         f"{widen:g}",
@@ -52,7 +57,7 @@ def row(args: argparse.Namespace, widen: float) -> str:
         f"{np.median(pairs):.0f} / {np.percentile(pairs, 75):.0f}",
     ]
     for shift in args.shifts:
-        runs = cell(t, shift, args.spread, args.last, widen)
+        runs = cell(t, shift, args.spread, args.last, widen, args.band)
         miss = sum(v == NO_CHANGE and c.ci_high < shift for v, _, c in runs)
         out.append(f"{miss}/{t} ({100 * miss / t:.1f}%), {sum(v == REGRESSED for v, _, _ in runs)}")
     return "| " + " | ".join(out) + " |"
@@ -65,9 +70,14 @@ def main() -> None:
     ap.add_argument("--last", type=int, default=37, help="pairs the 60 s budget holds")
     ap.add_argument("--shifts", type=float, nargs="+", default=[0.02, 0.023, 0.025])
     ap.add_argument("--widen", type=float, nargs="+", default=[1.0, 1.2, 1.3, 1.4])
+    ap.add_argument(
+        "--band", type=float, default=0.02,
+        help="the noise band judged on (0.02: the band the README's figures were simulated at)",
+    )  # fmt: skip
     args = ap.parse_args()
     shifts = " | ".join(f"+{100 * s:g}%: no change excl. it, regressed" for s in args.shifts)
-    print(f"spread {100 * args.spread:g}%, 10 -> {args.last} pairs, {args.trials} runs a cell; "
+    print(f"band ±{100 * args.band:g}%, spread {100 * args.spread:g}%, 10 -> {args.last} pairs, "
+          f"{args.trials} runs a cell; "
           f"perfctl's factor: {decision.INSIDE_WIDENING:g}")  # fmt: skip
     print(f"| widen | A/A no change | A/A false | A/A pairs (median / p75) | {shifts} |")
     print("|---|---:|---:|---:|" + "---:|" * len(args.shifts))

@@ -29,10 +29,12 @@ script:
 * ``bursty``: one process busy for 1 s, idle for 1 s, in turn.
 
 Designs, each trial running every design in rotating order so that drift hits
-them alike: ``today`` (the defaults before ``--pairing auto``: ``--pairing
-process``), ``auto`` (the defaults), ``burst-wait`` (``--burst-wait 10``),
-``same-process`` (``--pairing same-process``), ``affinity`` (``--affinity`` the
-first CPU this process may use: every worker of both refs on one CPU),
+them alike: ``today`` (the defaults the issue was filed against: ``--pairing process
+--threshold 0.02``), ``auto`` (the defaults: ``--pairing auto``, the ±1% band),
+``auto-2pct`` (the defaults before the ±1% band: ``--threshold 0.02``; until
+2026-11-28 ``today`` and ``auto`` ran at ±2%, the default then), ``burst-wait``
+(``--burst-wait 10``), ``same-process`` (``--pairing same-process``), ``affinity``
+(``--affinity`` the first CPU this process may use: every worker of both refs on one CPU),
 ``cpu-clock`` (``--pairing same-process --clock cpu``: the timing thread's on-CPU
 time), ``busy-clock`` (``--pairing same-process --clock busy``: wall time less the
 timing thread's wait for a CPU), ``auto-busy`` (``--clock busy``: the default pairing,
@@ -42,8 +44,9 @@ its paired regimes on the busy clock), and any ``--design NAME='ARGS'`` given
 revision). Without ``--designs`` it runs ``today`` and ``auto``, the issue's two
 designs; ``--designs none`` runs only the ``--design`` ones, and an unknown condition,
 design or head is a usage error. Every comparison runs at the default settings
-otherwise. ``--pipe-band F`` has the ``pipe`` regime declare a noise band of its
-own (``@regime(threshold=F)``; a project of its own, so another ``--workdir``).
+otherwise (the ±1% band too, where a design names no ``--threshold``). ``--pipe-band F``
+has the ``pipe`` regime declare a noise band of its own (``@regime(threshold=F)``; a
+project of its own, so another ``--workdir``).
 
 Every result is appended to a JSONL file as it finishes; the table is printed at
 the end (or with ``--summarize FILE...``): per condition and design, A/A false
@@ -90,9 +93,10 @@ PIPE_SLOWDOWN = PAIRS["Q25"][1]
 # The CPUs this process may use; `affinity` pins every worker of both refs to the first.
 CPUS = allowed_cpus()
 DESIGNS = {
-    # The default before --pairing auto: every regime in separate processes.
-    "today": ["--pairing", "process"],
-    "auto": [],  # the defaults: --pairing auto (same-process where a regime can share)
+    # The design the issue was filed against: every regime in separate processes, ±2%.
+    "today": ["--pairing", "process", "--threshold", "0.02"],
+    "auto": [],  # the defaults: --pairing auto (same-process where it can share), ±1%
+    "auto-2pct": ["--threshold", "0.02"],  # the defaults before the ±1% band
     "burst-wait": ["--burst-wait", "10"],
     "same-process": ["--pairing", "same-process"],
     "affinity": ["--affinity", str(min(CPUS))],

@@ -14,7 +14,7 @@ Known keys (all optional)::
     python = "3.11"                       # interpreter for ref environments
     inherit_environ = ["MY_VAR"]          # env vars passed to workers
     subjects = { ipc = "pkg.mod:factory" }
-    threshold = 0.02                      # noise band for verdicts
+    threshold = 0.01                      # noise band for verdicts (default)
     pairing = "auto"                      # or "process", "same-process" (--pairing)
     alpha = 0.05
     [[tool.perfctl.plan.phases]] ...      # see perfctl.plan.update

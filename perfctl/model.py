@@ -279,7 +279,7 @@ class Comparison:
     machine: Machine
     regimes: tuple[RegimeComparison, ...]
     settings: dict[str, Any] = field(default_factory=dict)
-    threshold: float = 0.02
+    threshold: float = 0.01  # stats.band.DEFAULT_BAND (the model sits below stats)
     alpha: float = 0.05
     correction: str = "benjamini-hochberg"
     commits: tuple[RefInfo, ...] = ()  # commits in base..head, newest first

@@ -522,10 +522,10 @@ def test_fake_a_search_weighs_steps_with_the_band_the_regime_declares(
         "plain": line[6],
     }
     searched = [b for b in seen if b]  # 0: a slowdown asked only whether it is precise
-    assert sorted(searched) == [0.02, 0.3]  # plain: the comparison's band; work: its own
+    assert sorted(searched) == [0.01, 0.3]  # plain: the comparison's band; work: its own
     seen.clear()  # resumed from the record: the band is read from the stored comparisons
     job.bisect(load_config(git_repo.path), line[0], line[-1], ("*",), settings)
-    assert sorted(b for b in seen if b) == [0.02, 0.3]
+    assert sorted(b for b in seen if b) == [0.01, 0.3]
 
 
 def test_fake_no_regression_measures_only_the_ends(

@@ -329,7 +329,7 @@ def test_ci_end_to_end(git_repo: GitRepo, fake_github: FakeGitHub, tmp_path: Pat
     assert both.returncode == 0, both.stderr
     (posted,) = fake_github.bodies(pr=7)
     assert posted.startswith(f"{MARK}\n### ❌ 1 regression (time)\n") and posted.count(MARK) == 1
-    assert "| Regime | memory (±0.5%) | time (±2%) |" in posted
+    assert "| Regime | memory (±0.5%) | time (±1%) |" in posted
     assert "work: regressed by time only (memory: no change)" in posted  # it keeps nothing
     assert "<details><summary>memory: ➖ No significant change" in posted
     assert "<details><summary>time: ❌ 1 regression</summary>" in posted
@@ -344,7 +344,7 @@ def test_ci_end_to_end(git_repo: GitRepo, fake_github: FakeGitHub, tmp_path: Pat
     dry = run_cli("comment", "--comparison-file", str(art / "signals.json"), "--dry-run",
                   cwd=tmp_path)  # fmt: skip
     assert dry.returncode == 0, dry.stderr
-    assert "| Regime | memory (±0.5%) | time (±2%) |" in dry.stdout
+    assert "| Regime | memory (±0.5%) | time (±1%) |" in dry.stdout
     assert "<details><summary>time: ❌ 1 regression</summary>" in dry.stdout
     side["comparisons"] *= 2  # four comparisons: not something ci writes
     (tmp_path / "odd.json").write_text(json.dumps(side))

@@ -193,7 +193,7 @@ def test_provenance_and_statistics_note() -> None:
     assert f"**Base** main · {'a' * 40} · Base commit" in body
     assert f"**Head** feature · {'b' * 40} · Make it faster" in body
     assert f"**Machine** {MACHINE.describe()}" in body
-    assert "Benjamini–Hochberg correction" in body and "±2%" in body and "p &lt; 0.05" in body
+    assert "Benjamini–Hochberg correction" in body and "±1%" in body and "p &lt; 0.05" in body
 
 
 def test_a_regime_judged_on_its_own_band_is_named_in_the_comment_and_the_notes() -> None:
@@ -204,8 +204,8 @@ def test_a_regime_judged_on_its_own_band_is_named_in_the_comment_and_the_notes()
     assert "bands of their own" not in render_comment(plain)
     assert not [n for n in comparison_notes(plain) if "band" in n]
     own = comparison([regime("pipe", NO_CHANGE, threshold=0.1), regime("work", NO_CHANGE)])
-    assert "±2% (pipe ±10%: bands of their own)." in render_comment(own)
-    line = "Noise bands of their own (declared by the regime, in place of ±2%): pipe ±10%."
+    assert "±1% (pipe ±10%: bands of their own)." in render_comment(own)
+    line = "Noise bands of their own (declared by the regime, in place of ±1%): pipe ±10%."
     assert line in comparison_notes(own) and line in format_compare_markdown(own)
 
 

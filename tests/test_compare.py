@@ -218,7 +218,7 @@ def test_a_regime_is_judged_on_the_band_it_declares(tmp_path: Path) -> None:
     table = run_cli("compare", "--from-store", "HEAD~1", "HEAD", cwd=r.path)
     assert table.returncode == 0, table.stderr  # the stored results keep the band
     said = " ".join(table.stdout.split())
-    assert "Noise bands of their own (declared by the regime, in place of ±2%): loose ±60%." in said
+    assert "Noise bands of their own (declared by the regime, in place of ±1%): loose ±60%." in said
     assert "1 regressed" in said and "loose" in said
     # --threshold sets the band of the regimes that declare none.
     wide = run_cli(

@@ -422,7 +422,7 @@ def test_a_recomputed_counter_comparison_keeps_its_band() -> None:
     source = Comparison("id", "now", RefInfo("a", "1" * 40), RefInfo("b", "2" * 40), machine,
                         (), settings={"measure": "instructions"}, threshold=0.005)  # fmt: skip
     plain = settings_for()  # what `compare A B --from-store` parses
-    assert plain.threshold == 0.02
+    assert plain.threshold == 0.01  # stats.band.DEFAULT_BAND
     kept = _as_measured(plain, source)
     assert kept.threshold == 0.005 and kept.schedule.measure == "instructions"
     asked = settings_for(measure="instructions", threshold=0.01)
@@ -471,7 +471,7 @@ def test_compare_several_signals_one_verdict_each(repo: GitRepo) -> None:
     assert (memory["settings"]["measure"], time["settings"]["measure"]) == ("memory", "time")
     assert memory["settings"]["signals_group"] == time["settings"]["signals_group"]
     assert memory["base_run"] != time["base_run"]  # measured apart: own runs, own processes
-    assert (memory["threshold"], time["threshold"]) == (0.005, 0.02)  # each its own band
+    assert (memory["threshold"], time["threshold"]) == (0.005, 0.01)  # each its own band
     (work,) = data["regimes"]
     # One more kept object per call, and twice the squarings: both signals see it.
     assert work["verdicts"] == {"memory": "regressed", "time": "regressed"}, work
@@ -594,7 +594,7 @@ def test_counter_settings_band_rounds_and_pairing() -> None:
     s = settings_for(config=config, measure="instructions")
     assert (s.threshold, s.schedule.rounds, s.schedule.measure) == (0.005, 3, "instructions")
     assert settings_for(config=config, measure="memory", threshold=0.01, rounds=5).threshold == 0.01
-    assert settings_for(config=config).threshold == 0.02  # wall time keeps its band
+    assert settings_for(config=config).threshold == 0.01  # wall time keeps its ±1% band
     with pytest.raises(UsageError, match="own processes"):
         settings_for(config=config, measure="instructions", pairing="same-process")
 

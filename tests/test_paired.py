@@ -95,25 +95,33 @@ def test_coverage_is_nominal_by_simulation() -> None:
     assert covered / trials >= 0.92
 
 
-def stop_paired(d: np.ndarray, inside_widening: float) -> tuple[str, int, decision.Change]:
+def stop_paired(
+    d: np.ndarray, inside_widening: float, band: float = 0.02
+) -> tuple[str, int, decision.Change]:
     """compare's stopping rule over the pair log ratios ``d`` (first look at 10 pairs, then
     one more pair a look, up to all of them) and the verdict it ends with: (verdict, pairs
     used, change). benchmarks/inside_stop.py and stop_resample.py replay it at scale."""
     for n in range(10, d.size + 1):
         c = paired.compare_paired([[1.0]] * n, [[math.exp(x)] for x in d[:n]])
-        if decision.is_clear(c, threshold=0.02, inside_widening=inside_widening):
+        if decision.is_clear(c, threshold=band, inside_widening=inside_widening):
             break
     sd = float(np.std(d[:n], ddof=1))
-    verdict, _ = decision.decide(c, c.p_value, threshold=0.02, alpha=0.05, base_cv=sd, head_cv=sd)
+    verdict, _ = decision.decide(c, c.p_value, threshold=band, alpha=0.05, base_cv=sd, head_cv=sd)
     return str(verdict), n, c
 
 
 def paired_run(
-    rng: np.random.Generator, shift: float, spread: float, last: int, inside_widening: float
+    rng: np.random.Generator,
+    shift: float,
+    spread: float,
+    last: int,
+    inside_widening: float,
+    band: float = 0.02,
 ) -> tuple[str, int, decision.Change]:
     """:func:`stop_paired` on ``last`` pair log ratios drawn normal about ``log(1 + shift)``
-    with SD ``spread``."""
-    return stop_paired(math.log1p(shift) + rng.normal(0.0, spread, size=last), inside_widening)
+    with SD ``spread``, judged on ``band``."""
+    d = math.log1p(shift) + rng.normal(0.0, spread, size=last)
+    return stop_paired(d, inside_widening, band)
 
 
 def test_an_early_stop_inside_the_band_keeps_a_change_at_its_edge_honest() -> None:

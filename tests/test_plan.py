@@ -884,7 +884,7 @@ def test_a_phase_uses_the_newest_comparison_that_covers_it(git_repo, cli):
     assert "| `toy_steady` |" in phase and "improved" in phase and f"> Warning: {BUSY}" in phase
     assert "> Placement: every worker of both refs was pinned to CPU 0 (--affinity)." in phase
     # The instructions comparison of the same commits is shown beside, never judged.
-    assert "| Target | Verdict | Instructions/op (±2%) |" in phase
+    assert "| Target | Verdict | Instructions/op (±1%) |" in phase
     rows = [ln.split(" | ") for ln in phase.splitlines() if ln.startswith("| `")]
     assert rows and all(r[5] != "regressed" and r[6] == "+30.0% regressed |" for r in rows)
     baseline = _block(text, "baseline")

@@ -488,10 +488,10 @@ def test_without_a_profile_each_regime_shows_its_stored_change_and_ci(project: P
         assert (x, high, low) == pytest.approx((r.change * 100, r.ci_high * 100, r.ci_low * 100))
         assert verdict == r.verdict
     band = fig["layout"]["shapes"][0]
-    assert (band["x0"], band["x1"]) == pytest.approx((-2.0, 2.0))
+    assert (band["x0"], band["x1"]) == pytest.approx((-1.0, 1.0))
     assert fig["layout"]["xaxis"]["ticksuffix"] == "%"
     assert fig["layout"]["yaxis"]["categoryarray"] == [r.name for r in tested]
-    assert "±2% noise threshold" in html
+    assert "±1% noise threshold" in html
 
 
 def test_the_change_is_said_to_be_hodges_lehmann_and_the_medians_ratio_labelled(

@@ -137,7 +137,7 @@ def test_shards_merge_into_one_comparison(repo: GitRepo, tmp_path: Path) -> None
     mixed = run_cli("merge", str(tmp_path), cwd=repo.path)
     assert mixed.returncode == 2 and "Traceback" not in mixed.stderr
     assert (
-        "Error: the shards were measured or decided differently (--threshold 0.02 and 0.05)"
+        "Error: the shards were measured or decided differently (--threshold 0.01 and 0.05)"
         in mixed.stderr
     )
     assert "Hint: merge the shards of one" in mixed.stderr
@@ -168,7 +168,7 @@ def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None
 @pytest.mark.parametrize(
     ("fields", "settings", "said"),
     [
-        ({"threshold": 0.05}, {}, "--threshold 0.02 and 0.05"),
+        ({"threshold": 0.05}, {}, "--threshold 0.01 and 0.05"),
         ({"alpha": 0.01}, {}, "--alpha 0.01 and 0.05"),
         ({}, {"clock": "cpu"}, "--clock cpu and wall"),
         ({}, {"pairing": "same-process"}, "--pairing process and same-process"),

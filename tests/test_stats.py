@@ -284,6 +284,29 @@ def test_significant_but_within_the_noise_band() -> None:
     assert decide(change(-0.01, -0.015, -0.005))[0] == WITHIN_NOISE
 
 
+def test_noise_over_five_times_a_narrow_band_needs_alpha_over_ten() -> None:
+    """On the 1% default a CV of 7% dwarfs the band (the 10% "too noisy" limit stays): a p
+    between alpha / 10 and alpha is no verdict, a smaller one is, a larger one reads as
+    usual. On ±2% the same data keep the full alpha."""
+    c, cvs = change(0.05, 0.015, 0.085), (0.07, 0.03)
+
+    def on(band: float, p_adj: float) -> tuple[str, str]:
+        return stats.decide(c, p_adj, threshold=band, alpha=0.05, base_cv=cvs[0], head_cv=cvs[1])
+
+    assert on(0.01, 0.02) == (
+        INCONCLUSIVE,
+        "noisy for the 1% noise band (base CV 7%, over five times it); adjusted p=0.02 "
+        "(at this noise it needs p < 0.005)",
+    )
+    assert on(0.01, 0.004)[0] == REGRESSED
+    assert on(0.02, 0.02)[0] == WITHIN_NOISE  # +1.5% is not beyond ±2%
+    assert on(0.01, 0.3)[0] == INCONCLUSIVE  # the CI is beyond ±1%: not "no change"
+    quiet = stats.decide(c, 0.02, threshold=0.01, alpha=0.05, base_cv=0.04, head_cv=0.04)
+    assert quiet[0] == REGRESSED
+    assert stats.is_noisy(0.07, 0.03, 0.01) and not stats.is_noisy(0.07, 0.03, 0.02)
+    assert stats.is_noisy(0.3, 0.1, 0.10) is False  # a wider band: scaled up (50%)
+
+
 def test_not_significant_is_no_change() -> None:
     verdict, reason = decide(change(0.003, -0.019, 0.024), p_adj=0.62)
     assert verdict == NO_CHANGE
@@ -391,11 +414,15 @@ def test_is_clear_needs_haybittle_peto_significance_to_stop_on_a_change() -> Non
 def test_a_noisy_early_stop_needs_a_p_its_family_correction_keeps() -> None:
     # Stopped at p = 0.0008 among ten regimes, a noisy regime would be adjusted to
     # 0.008 > alpha / 10 and left inconclusive: sampling goes on below 0.0005 instead.
-    assert stats.look_level(0.05) == pytest.approx(0.001)
-    assert stats.look_level(0.05, family=10) == pytest.approx(0.001)  # not noisy: alpha/50
+    assert stats.look_level(0.05, band=0.02) == pytest.approx(0.001)
+    assert stats.look_level(0.05, family=10, band=0.02) == pytest.approx(0.001)  # alpha/50
+    assert stats.look_level(0.05, family=10, noisy=True, band=0.02) == pytest.approx(0.0005)
+    assert stats.look_level(0.05, family=3, noisy=True, band=0.02) == pytest.approx(0.001)
+    assert stats.look_level(0.05, family=100, band=0.02) == pytest.approx(0.0005)  # alpha/100
+    # Below a 2% band (the 1% default) an early look needs alpha/100 to begin with.
+    assert stats.look_level(0.05) == pytest.approx(0.0005)
     assert stats.look_level(0.05, family=10, noisy=True) == pytest.approx(0.0005)
-    assert stats.look_level(0.05, family=3, noisy=True) == pytest.approx(0.001)
-    assert stats.look_level(0.05, family=100) == pytest.approx(0.0005)  # quiet: alpha/100
+    assert stats.look_level(0.05, family=20, noisy=True) == pytest.approx(0.00025)
     c = change(0.50, 0.30, 0.70, p=0.0008)
     assert stats.is_clear(c, threshold=0.02, family=10)
     assert stats.is_clear(c, threshold=0.02, noisy=True)
@@ -407,8 +434,14 @@ def test_a_noisy_early_stop_needs_a_p_its_family_correction_keeps() -> None:
 
 def test_the_stopping_rule_judges_the_noise_decide_will_judge() -> None:
     """Paired: the spread of the per-round ratios, not the sides' CVs; apart: the sides'
-    CVs. Noisy, the family counts (11 rounds all slower: p = 2/2**11); quiet, not yet."""
-    from perfctl.jobs.settings import COMPARE_DEFAULT, stopping_rule
+    CVs. Noisy, the family counts (11 rounds all slower: p = 2/2**11); quiet, not yet.
+    On the ±2% band, where an early look asks p < alpha / 50 (the ±1% default: below)."""
+    from perfctl.jobs.settings import COMPARE_DEFAULT, CompareSettings
+    from perfctl.jobs.settings import stopping_rule as on_default
+    from perfctl.measure.duo import IsClear
+
+    def stopping_rule(settings: CompareSettings, pairing: str, family: int) -> IsClear:
+        return on_default(settings, pairing, family, band=0.02)
 
     rng = np.random.default_rng(3)
     rounds = rng.lognormal(0.0, 0.3, 12)  # each round's own speed: sides' CVs ~30%
@@ -429,6 +462,20 @@ def test_the_stopping_rule_judges_the_noise_decide_will_judge() -> None:
     quiet_base: Processes = [(1.0 + 0.001 * i,) for i in range(7)]
     quiet_head: Processes = [(10.0 + 0.01 * i,) for i in range(7)]
     assert apart[10](quiet_base, quiet_head)  # quiet: 0.00058 * 10 < alpha
+
+
+def test_on_the_default_band_a_paired_early_stop_needs_twelve_rounds() -> None:
+    """Below ±2% an early look asks p < alpha / 100: every pair slower gives p = 2/2**n,
+    0.00098 at 11 pairs (enough at alpha / 50), 0.00049 at 12."""
+    from perfctl.jobs.settings import COMPARE_DEFAULT, stopping_rule
+
+    assert COMPARE_DEFAULT.threshold == 0.01
+    rng = np.random.default_rng(4)
+    base: Processes = [(float(r),) for r in rng.lognormal(0.0, 0.05, 12)]
+    head: Processes = [(b[0] * 1.2 * (1 + 0.002 * i),) for i, b in enumerate(base)]
+    clear = stopping_rule(COMPARE_DEFAULT, "same-process")
+    assert not clear(base[:11], head[:11]) and clear(base, head)
+    assert stopping_rule(COMPARE_DEFAULT, "same-process", band=0.02)(base[:11], head[:11])
 
 
 def test_the_stopping_rule_judges_a_regime_on_the_band_it_declares() -> None:

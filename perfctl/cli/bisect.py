@@ -79,7 +79,7 @@ def bisect_cmd(
     threshold: Annotated[
         float | None,
         typer.Option(
-            "--threshold", callback=finite, min=0, help="Noise band as a fraction (default 0.02)."
+            "--threshold", callback=finite, min=0, help="Noise band as a fraction (default 0.01)."
         ),
     ] = None,
     alpha: Annotated[

@@ -106,7 +106,7 @@ def compare_cmd(
             "--threshold",
             callback=finite,
             min=0,
-            help="Noise band as a fraction (default 0.02 = 2%).",
+            help="Noise band as a fraction (default 0.01 = 1%).",
         ),
     ] = None,
     alpha: Annotated[

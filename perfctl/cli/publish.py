@@ -183,7 +183,7 @@ def ci_cmd(
     affinity: AffinityOpt = None,
     threshold: Annotated[
         float | None,
-        typer.Option("--threshold", callback=finite, min=0, help="Noise band (0.02 = 2%)."),
+        typer.Option("--threshold", callback=finite, min=0, help="Noise band (default 0.01 = 1%)."),
     ] = None,
     alpha: Annotated[
         float | None,

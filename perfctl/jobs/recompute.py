@@ -151,9 +151,9 @@ def _recompute(
 def _as_measured(settings: CompareSettings, source: Comparison) -> CompareSettings:
     """A counter comparison keeps its own band unless this call names one.
 
-    ``compare A B --from-store`` parses as a wall-time call (2% band); re-deciding
-    instruction counts with it would call a +1% change "no change". ``--threshold``
-    (or ``--measure``, whose band it is) still wins.
+    ``compare A B --from-store`` parses as a wall-time call (1% band); re-deciding
+    instruction counts with it would hide a +0.8% change that their 0.5% band calls.
+    ``--threshold`` (or ``--measure``, whose band it is) still wins.
     """
     measure = str(source.settings.get("measure") or "time")
     if measure == "time" or settings.schedule.measure != "time" or settings.threshold_given:

@@ -48,7 +48,7 @@ INSTALL_MARKER = "__PERFCTL_INSTALL__"
 _INSTALL_SPEC = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9._\-\[\]=<>!~,+:/@%#]*$")
 STATE_IGNORE = ".perfctl/"
 SETTINGS = f"""regimes = ["{REGIMES_PATH}"]
-# threshold = 0.02      # noise band: changes inside ±2% are "within noise"
+# threshold = 0.01      # noise band: changes inside ±1% are "within noise"
 # alpha = 0.05          # significance level after Benjamini-Hochberg correction
 # dependencies = []     # extra packages installed into each ref's environment
 """

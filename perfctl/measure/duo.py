@@ -33,7 +33,8 @@ DUO_VALUES = 10
 # The fewest rounds (--max-rounds) --pairing auto pairs in one process: the exact
 # Wilcoxon p-value of n pairs is at least 2/2**n, where n processes a side reach far
 # lower unpaired (8: 0.0078 against 0.00016). An early stop on a change needs p < 0.001
-# (11 pairs), and a noisy side's verdict alpha/10 after Benjamini-Hochberg: with 8 pairs
+# on ±2% (11 pairs) and p < 0.0005 on the ±1% default (12 pairs), and a noisy side's
+# verdict alpha/10 after Benjamini-Hochberg: with 8 pairs
 # a 5x slowdown in a family of three came out inconclusive on a busy runner. At 12 a
 # lone noisy change can still be called among up to 10 regimes (2/2**12 x 10 < 0.005).
 AUTO_MIN_ROUNDS = 12

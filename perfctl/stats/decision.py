@@ -24,9 +24,11 @@ Why it looks like this (see "How perfctl decides" in the README for the user-fac
   is too noisy, "no change" would be a claim we cannot back; we say
   "inconclusive", which warns and never fails a build. A noisy side must also
   reach alpha/10 to be significant, because a band dwarfed by the noise no
-  longer filters out chance results.
+  longer filters out chance results (on a band below 2%, from five times the band
+  on: :mod:`perfctl.stats.band`). The reasons' wording: stats/reasons.py.
 * **Sequential sampling** stops once :func:`is_clear` (an early stop on a change
-  needs p < alpha/50, Haybittle-Peto, and a widened CI beyond the band, and a p
+  needs p < alpha/50, alpha/100 below a 2% band, Haybittle-Peto, and a widened CI
+  beyond the band, and a p
   that the verdict's own level, alpha or alpha/10, still accepts after the
   correction for the regimes compared, :func:`look_level`; one inside the band, a
   widened CI inside it).
@@ -41,19 +43,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from perfctl.model import (
-    IMPROVED,
     INCONCLUSIVE,
-    NO_CHANGE,
-    REGRESSED,
-    WITHIN_NOISE,
     Verdict,
 )
-from perfctl.stats.band import DEFAULT_BAND, scaled
+from perfctl.stats import reasons
+from perfctl.stats.band import DEFAULT_BAND, narrow, proportional, scaled
+from perfctl.stats.change import Change as Change  # re-exported: callers use decision
 from perfctl.stats.ranks import (
     mann_whitney_asymptotic,
     mann_whitney_exact,
@@ -81,6 +80,11 @@ MAX_CV = 0.10  # decide()'s default max_cv; `perfctl run`'s table flags a regime
 # CV 12-25% with a noisy side at alpha / 10 (1.7% at alpha / 5; simulated), where
 # the final analysis keeps its full alpha.
 LOOK_ALPHA_DIVISOR = 50.0
+# ... and alpha / 100 on a band narrower than 2% (the ±1% default): the narrower band
+# lets more of the early looks' chance results through, and at alpha / 50 A/A false
+# verdicts on ±1% read 1.1-1.3% at process CVs of 8-12% (10 -> 80 rounds, simulated;
+# with NOISY_ALPHA_DIVISOR applied from five times the band, 0.6-0.8%).
+NARROW_LOOK_ALPHA_DIVISOR = 100.0
 
 # ... and the CI, widened by this factor about the estimate, wholly beyond the
 # band. This guards the band edge: a true +2% change ends "regressed" in 5-6%
@@ -104,23 +108,6 @@ INSIDE_WIDENING = 1.3
 FUTILITY_MIN_N = 30
 FUTILITY_P = 0.2
 FUTILITY_BOUND = 0.05
-
-
-@dataclass(frozen=True)
-class Change:
-    """Relative change of head against base: the Hodges-Lehmann ratio minus 1.
-
-    ``ci_low``/``ci_high`` bound the change (Moses interval); ``p_value`` is
-    the raw two-sided Mann-Whitney U p-value. ``n_base``/``n_head`` are the
-    process counts (None when unknown, e.g. rebuilt from an old record).
-    """
-
-    change: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    n_base: int | None = None
-    n_head: int | None = None
 
 
 def _log_means(processes: Processes, side: str) -> np.ndarray:
@@ -216,81 +203,6 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     return [float(v) for v in out]
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
-def _band(threshold: float) -> str:
-    return f"{threshold * 100:g}%"
-
-
-def _interval(change: Change) -> str:
-    return f"{_pct(change.change)} [{_pct(change.ci_low)}, {_pct(change.ci_high)}]"
-
-
-def _too_few(change: Change, n_min: int) -> str | None:
-    counts = {"base": change.n_base, "head": change.n_head}
-    if all(n is None or n >= n_min for n in counts.values()):
-        return None
-    shown = ", ".join(f"{side} {n}" for side, n in counts.items())
-    return f"too few processes: {shown} (need at least {n_min} per side)"
-
-
-def _too_noisy(base_cv: float, head_cv: float, max_cv: float) -> str | None:
-    sides = (("base", base_cv), ("head", head_cv))
-    # A CV just over the limit must not read "CV 10% (limit 10%)": one decimal there.
-    shown = [(side, cv * 100, ".0f" if round(cv * 100) > max_cv * 100 else ".1f")
-             for side, cv in sides if cv > max_cv]  # fmt: skip
-    noisy = [f"{side} CV {pct:{spec}}%" for side, pct, spec in shown]
-    return f"too noisy: {', '.join(noisy)} (limit {max_cv * 100:g}%)" if noisy else None
-
-
-def _significant(change: Change, p_adjusted: float, threshold: float) -> tuple[Verdict, str]:
-    where = f"{_interval(change)} beyond the {_band(threshold)} noise band"
-    if change.ci_low > threshold:
-        return REGRESSED, f"slower: {where} (adjusted p={p_adjusted:.2g})"
-    if change.ci_high < -threshold:
-        return IMPROVED, f"faster: {where} (adjusted p={p_adjusted:.2g})"
-    band = f"{_band(threshold)} noise band"
-    if -threshold < change.ci_low and change.ci_high < threshold:
-        return WITHIN_NOISE, f"significant but within the {band} ({_interval(change)})"
-    # Straddling the edge: real, not shown to exceed the band, and possibly larger.
-    edge = max(change.ci_low, change.ci_high, key=abs)
-    return WITHIN_NOISE, (
-        f"significant, not shown beyond the {band} ({_interval(change)}); "
-        f"up to {_pct(edge)} is not ruled out"
-    )
-
-
-def _not_significant(
-    change: Change, p_adjusted: float, threshold: float, noisy: str | None, level: float
-) -> tuple[Verdict, str]:
-    if noisy:
-        # A p under alpha that is not significant needs saying why.
-        stricter = p_adjusted < level * NOISY_ALPHA_DIVISOR
-        needs = f" (at this noise it needs p < {level:.2g})" if stricter else ""
-        return INCONCLUSIVE, f"{noisy}; adjusted p={p_adjusted:.2g}{needs}"
-    if change.ci_low > threshold or change.ci_high < -threshold:
-        # Too few processes for the rank test to reach alpha (3 vs 3 never
-        # can); calling that "no change" would hide a likely change.
-        return INCONCLUSIVE, (
-            f"{_interval(change)} lies beyond the {_band(threshold)} noise band but is not "
-            f"significant (adjusted p={p_adjusted:.2g}); run more processes"
-        )
-    if -threshold < change.ci_low and change.ci_high < threshold:
-        return NO_CHANGE, (
-            f"no change: {_interval(change)} inside the {_band(threshold)} noise band "
-            f"(adjusted p={p_adjusted:.2g})"
-        )
-    # Not shown either way: say how large a change the data still allows, so
-    # "no change" is never read as "proved equal".
-    edge = max(change.ci_low, change.ci_high, key=abs)
-    return NO_CHANGE, (
-        f"no change detected ({_interval(change)}, adjusted p={p_adjusted:.2g}), "
-        f"but {_pct(edge)} is not ruled out"
-    )
-
-
 def decide(
     change: Change,
     p_adjusted: float,
@@ -316,35 +228,45 @@ def decide(
       noise that dwarfs the band leaves the test alone to stop false alarms;
       short of that, INCONCLUSIVE ("too noisy"), as a missing signal in that
       much noise is no evidence of absence.
+    - On a band narrower than 2%, a side's CV above ``max_cv`` scaled down to it
+      (five times the band) also needs ``alpha / 10``; a p between that and
+      ``alpha`` is INCONCLUSIVE, a larger one is judged as below.
     - Not significant yet the CI wholly beyond the band: INCONCLUSIVE.
     - Otherwise NO_CHANGE.
     """
-    few = _too_few(change, n_min)
+    few = reasons.too_few(change, n_min)
     if few:
         return INCONCLUSIVE, few
-    noisy = _too_noisy(base_cv, head_cv, scaled(max_cv, threshold))  # set for the 2% band
+    noisy = reasons.too_noisy(base_cv, head_cv, scaled(max_cv, threshold))  # set for the 2% band
     # When noise dwarfs the band, the band stops filtering chance results and
     # the test alone decides; a stricter level keeps A/A false verdicts <= 1%.
-    level = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
+    dwarfed = noisy or reasons.noisy_sides(base_cv, head_cv, proportional(max_cv, threshold))
+    level = alpha / NOISY_ALPHA_DIVISOR if dwarfed else alpha
     if p_adjusted < level:
-        return _significant(change, p_adjusted, threshold)
-    return _not_significant(change, p_adjusted, threshold, noisy, level)
+        return reasons.significant(change, p_adjusted, threshold)
+    if dwarfed and not noisy and p_adjusted < alpha:
+        return INCONCLUSIVE, reasons.dwarfed(dwarfed, p_adjusted, threshold, level)
+    return reasons.not_significant(change, p_adjusted, threshold, noisy, (alpha, level))
 
 
 def is_noisy(base_cv: float, head_cv: float, threshold: float = DEFAULT_BAND) -> bool:
-    """Whether either side's CV is above MAX_CV, scaled to the ``threshold`` band (decide's)."""
-    return _too_noisy(base_cv, head_cv, scaled(MAX_CV, threshold)) is not None
+    """Whether decide() asks ``alpha / 10`` of these CVs on the ``threshold`` band: a CV
+    above MAX_CV, scaled up to a wider band and down to a narrower one."""
+    return bool(reasons.noisy_sides(base_cv, head_cv, proportional(MAX_CV, threshold)))
 
 
-def look_level(alpha: float, *, family: int = 1, noisy: bool = False) -> float:
-    """The raw p an early stop on a change needs: ``alpha / LOOK_ALPHA_DIVISOR``, and
-    also the verdict's own level (``alpha``, or ``alpha / NOISY_ALPHA_DIVISOR`` in noisy
-    data) after a Bonferroni correction for the ``family`` regimes compared
-    (Benjamini-Hochberg never adjusts more), so that a change sampling stopped on is
-    not then left inconclusive by the correction (noisy data among more than 5
-    regimes; quiet data among more than 50)."""
+def look_level(
+    alpha: float, *, family: int = 1, noisy: bool = False, band: float = DEFAULT_BAND
+) -> float:
+    """The raw p an early stop on a change needs: ``alpha / LOOK_ALPHA_DIVISOR`` (``alpha /
+    NARROW_LOOK_ALPHA_DIVISOR`` on a ``band`` below 2%), and also the verdict's own level
+    (``alpha``, or ``alpha / NOISY_ALPHA_DIVISOR`` in noisy data) after a Bonferroni
+    correction for the ``family`` regimes compared (Benjamini-Hochberg never adjusts
+    more), so that a change sampling stopped on is not then left inconclusive by the
+    correction (noisy data among more than 5 regimes; quiet data among more than 50)."""
     final = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
-    return min(alpha / LOOK_ALPHA_DIVISOR, final / max(family, 1))
+    look = NARROW_LOOK_ALPHA_DIVISOR if narrow(band) else LOOK_ALPHA_DIVISOR
+    return min(alpha / look, final / max(family, 1))
 
 
 def is_clear(
@@ -379,7 +301,8 @@ def is_clear(
         return True
     low, high = _widened(change, LOOK_WIDENING)
     beyond = low > threshold or high < -threshold
-    return beyond and change.p_value < look_level(alpha, family=family, noisy=noisy)
+    level = look_level(alpha, family=family, noisy=noisy, band=threshold)
+    return beyond and change.p_value < level
 
 
 def _widened(change: Change, factor: float) -> tuple[float, float]:
