@@ -73,6 +73,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -538,6 +539,8 @@ def main() -> None:
     args = ap.parse_args()
     if unknown := _unknown_name(args):
         ap.error(unknown)
+    # A plain kill unwinds like Ctrl-C, so run()'s finally stops the competitor it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if args.summarize:
         recs = [json.loads(x) for f in args.summarize for x in Path(f).read_text().splitlines()]
     else:

@@ -83,7 +83,7 @@ LOOK_ALPHA_DIVISOR = 50.0
 # ... and alpha / 100 on a band narrower than 2% (the ±1% default): the narrower band
 # lets more of the early looks' chance results through, and at alpha / 50 A/A false
 # verdicts on ±1% read 1.1-1.3% at process CVs of 8-12% (10 -> 80 rounds, simulated;
-# with NOISY_ALPHA_DIVISOR applied from five times the band, 0.6-0.8%).
+# with NOISY_ALPHA_DIVISOR applied from five times the band too, 0.7-0.9%).
 NARROW_LOOK_ALPHA_DIVISOR = 100.0
 
 # ... and the CI, widened by this factor about the estimate, wholly beyond the
