@@ -305,6 +305,18 @@ def test_noise_over_five_times_a_narrow_band_needs_alpha_over_ten() -> None:
     assert quiet[0] == REGRESSED
     assert stats.is_noisy(0.07, 0.03, 0.01) and not stats.is_noisy(0.07, 0.03, 0.02)
     assert stats.is_noisy(0.3, 0.1, 0.10) is False  # a wider band: scaled up (50%)
+    # Between 1% and 2% the guard starts at five times the band: 7.5% at ±1.5%.
+    assert not stats.is_noisy(0.074, 0.0, 0.015) and stats.is_noisy(0.076, 0.0, 0.015)
+    # No band at all: any noise asks alpha / 10, and the reason says so plainly.
+    zero = stats.decide(c, 0.02, threshold=0.0, alpha=0.05, base_cv=0.01, head_cv=0.01)
+    assert zero == (
+        INCONCLUSIVE,
+        "no noise band (base CV 1%, head CV 1%): adjusted p=0.02 "
+        "(without a band a change needs p < 0.005)",
+    )
+    assert stats.decide(c, 0.004, threshold=0.0, alpha=0.05, base_cv=0.01, head_cv=0.01)[0] == (
+        REGRESSED
+    )
 
 
 def test_not_significant_is_no_change() -> None:

@@ -11,11 +11,13 @@ scaled alike keeps the A/A rates simulated at ±2% (``tests/test_stats.py``).
 
 Those two limits scale up with a wider band and never down with a narrower one
 (:func:`scaled`): at the ±1% default a CV up to 10% may still end ``no change`` and
-the futility stop still asks for ±5%, so that a busy machine reaches a verdict. What
-keeps false verdicts rare is scaled both ways (:func:`proportional`): above a CV of
-five times the band the band no longer filters chance results, so significance needs
-alpha / 10; and below ±2% an early stop on a change needs p < alpha / 100, not 50
-(``decision.look_level``). Without those two, A/A false verdicts at ±1% read 1.1-1.3%
+the futility stop still asks for ±5%, so that a busy machine reaches a verdict. Two
+guards against false verdicts follow the band down instead: above a CV of five times
+the band (:func:`proportional`) the band no longer filters chance results, so
+significance needs alpha / 10 (a band of 0, too: every CV is over it); and below ±2%
+(:func:`narrow`) an early stop on a change needs p < alpha / 100, not 50
+(``decision.look_level``). Counters (``--measure instructions|memory``, 0.5%) meet the
+first from a CV of 2.5%. Without those two, A/A false verdicts at ±1% read 1.1-1.3%
 at process CVs of 8-12% (simulated; ``benchmarks/README.md``).
 
 Why ±1% and not ±2%: a true +2% change can never be shown wholly beyond a ±2% band, so
@@ -55,8 +57,9 @@ def scaled(limit: float, band: float) -> float:
 
 
 def proportional(limit: float, band: float) -> float:
-    """A limit set for LIMITS_BAND, scaled in proportion to any band, narrower ones too."""
-    return limit * band / LIMITS_BAND
+    """A limit set for LIMITS_BAND, scaled in proportion to any band, narrower ones too
+    (the same product as :func:`scaled`, so the two agree exactly from LIMITS_BAND up)."""
+    return limit * (band / LIMITS_BAND)
 
 
 def narrow(band: float) -> bool:

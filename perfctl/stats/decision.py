@@ -263,7 +263,8 @@ def look_level(
     (``alpha``, or ``alpha / NOISY_ALPHA_DIVISOR`` in noisy data) after a Bonferroni
     correction for the ``family`` regimes compared (Benjamini-Hochberg never adjusts
     more), so that a change sampling stopped on is not then left inconclusive by the
-    correction (noisy data among more than 5 regimes; quiet data among more than 50)."""
+    correction (on ±2%: noisy data among more than 5 regimes, quiet data among more
+    than 50; below 2%: more than 10 and 100)."""
     final = alpha / NOISY_ALPHA_DIVISOR if noisy else alpha
     look = NARROW_LOOK_ALPHA_DIVISOR if narrow(band) else LOOK_ALPHA_DIVISOR
     return min(alpha / look, final / max(family, 1))
@@ -284,8 +285,8 @@ def is_clear(
 
     True once the CI, widened by ``inside_widening`` about the estimate, lies
     wholly inside the noise band; or once the CI widened by ``LOOK_WIDENING``
-    lies wholly beyond it with a raw p below :func:`look_level` (0.001, less in
-    noisy data among more than five regimes); or at the futility stop. The
+    lies wholly beyond it with a raw p below :func:`look_level` (0.001 on ±2%, 0.0005
+    below it, less in noisy data among more than five or ten regimes); or at the futility stop. The
     runner looks after every round, and stopping at the first lucky look would
     multiply wrong answers: false verdicts under A/A (simulated 10 -> 60 rounds:
     up to 3.6% with the plain 95% CI and p < alpha, <= 1.0% with these guards and

@@ -108,6 +108,11 @@ def not_significant(
 def dwarfed(sides: str, p_adjusted: float, threshold: float, level: float) -> str:
     """Why a p under alpha is no verdict on a narrow band: ``sides`` (:func:`noisy_sides`)
     are noisier than five times it."""
+    if threshold <= 0:
+        return (
+            f"no noise band ({sides}): adjusted p={p_adjusted:.2g} "
+            f"(without a band a change needs p < {level:.2g})"
+        )
     return (
         f"noisy for the {band_text(threshold)} noise band ({sides}, over five times it); "
         f"adjusted p={p_adjusted:.2g} (at this noise it needs p < {level:.2g})"
