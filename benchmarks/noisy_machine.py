@@ -42,8 +42,8 @@ its paired regimes on the busy clock), and any ``--design NAME='ARGS'`` given
 (``--design "before=exe=PATH ARGS"`` runs another checkout's perfctl, PATH its
 ``perfctl`` executable: two revisions in one run, each record naming its own
 revision). Without ``--designs`` it runs ``today`` and ``auto``, the issue's two
-designs; ``--designs none`` runs only the ``--design`` ones, and an unknown condition,
-design or head is a usage error. Every comparison runs at the default settings
+designs; ``--designs none`` runs only the ``--design`` ones (without one, and with an
+unknown condition, design or head, it is a usage error). Every comparison runs at the default settings
 otherwise (the ±1% band too, where a design names no ``--threshold``). ``--pipe-band F``
 has the ``pipe`` regime declare a noise band of its own (``@regime(threshold=F)``; a
 project of its own, so another ``--workdir``).
@@ -505,7 +505,8 @@ def summarize(recs: list[dict[str, Any]]) -> str:
 
 
 def _unknown_name(args: argparse.Namespace) -> str | None:
-    """An unknown condition, design or head, said; a typo would drop a cell silently."""
+    """An unknown condition, design or head, or nothing to run, said; a typo would drop a
+    cell silently."""
     asked: dict[str, tuple[str, list[str]]] = {
         "--conditions": (args.conditions, list(COMPETITORS)),
         "--designs": (args.designs, [*DESIGNS, "none"]),
@@ -514,6 +515,8 @@ def _unknown_name(args: argparse.Namespace) -> str | None:
     for flag, (value, known) in asked.items():
         if unknown := [name for name in value.split(",") if name not in known]:
             return f"{flag}: unknown {', '.join(unknown)} (known: {', '.join(known)})"
+    if args.designs == "none" and not args.design and not args.summarize:
+        return "--designs none runs only the --design ones, and none is given"
     return None
 
 
