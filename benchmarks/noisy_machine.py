@@ -43,10 +43,10 @@ its paired regimes on the busy clock), and any ``--design NAME='ARGS'`` given
 ``perfctl`` executable: two revisions in one run, each record naming its own
 revision). Without ``--designs`` it runs ``today`` and ``auto``, the issue's two
 designs; ``--designs none`` runs only the ``--design`` ones (without one, and with an
-unknown condition, design or head, it is a usage error). Every comparison runs at the default settings
-otherwise (the ±1% band too, where a design names no ``--threshold``). ``--pipe-band F``
-has the ``pipe`` regime declare a noise band of its own (``@regime(threshold=F)``; a
-project of its own, so another ``--workdir``).
+unknown condition, design or head, it is a usage error). Every comparison runs at the
+default settings otherwise (the ±1% band too, where a design names no ``--threshold``).
+``--pipe-band F`` has the ``pipe`` regime declare a noise band of its own
+(``@regime(threshold=F)``; a project of its own, so another ``--workdir``).
 
 Every result is appended to a JSONL file as it finishes; the table is printed at
 the end (or with ``--summarize FILE...``): per condition and design, A/A false
