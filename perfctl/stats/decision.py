@@ -240,19 +240,25 @@ def decide(
     noisy = reasons.too_noisy(base_cv, head_cv, scaled(max_cv, threshold))  # set for the 2% band
     # When noise dwarfs the band, the band stops filtering chance results and
     # the test alone decides; a stricter level keeps A/A false verdicts <= 1%.
-    dwarfed = noisy or reasons.noisy_sides(base_cv, head_cv, proportional(max_cv, threshold))
+    dwarfed = _dwarfed(base_cv, head_cv, threshold, max_cv)  # includes every noisy side
     level = alpha / NOISY_ALPHA_DIVISOR if dwarfed else alpha
     if p_adjusted < level:
         return reasons.significant(change, p_adjusted, threshold)
     if dwarfed and not noisy and p_adjusted < alpha:
         return INCONCLUSIVE, reasons.dwarfed(dwarfed, p_adjusted, threshold, level)
-    return reasons.not_significant(change, p_adjusted, threshold, noisy, (alpha, level))
+    return reasons.not_significant(change, p_adjusted, threshold, noisy, alpha, level)
+
+
+def _dwarfed(base_cv: float, head_cv: float, threshold: float, max_cv: float) -> str:
+    """The sides whose CV asks alpha / 10 on the ``threshold`` band: over ``max_cv``
+    scaled to it both ways (so over the "too noisy" limit too); empty when neither."""
+    return reasons.noisy_sides(base_cv, head_cv, proportional(max_cv, threshold))
 
 
 def is_noisy(base_cv: float, head_cv: float, threshold: float = DEFAULT_BAND) -> bool:
     """Whether decide() asks ``alpha / 10`` of these CVs on the ``threshold`` band: a CV
     above MAX_CV, scaled up to a wider band and down to a narrower one."""
-    return bool(reasons.noisy_sides(base_cv, head_cv, proportional(MAX_CV, threshold)))
+    return bool(_dwarfed(base_cv, head_cv, threshold, MAX_CV))
 
 
 def look_level(
@@ -286,8 +292,8 @@ def is_clear(
     True once the CI, widened by ``inside_widening`` about the estimate, lies
     wholly inside the noise band; or once the CI widened by ``LOOK_WIDENING``
     lies wholly beyond it with a raw p below :func:`look_level` (0.001 on ±2%, 0.0005
-    below it, less in noisy data among more than five or ten regimes); or at the futility stop. The
-    runner looks after every round, and stopping at the first lucky look would
+    below it, less in noisy data among more than five or ten regimes); or at the
+    futility stop. The runner looks after every round, and stopping at the first lucky look would
     multiply wrong answers: false verdicts under A/A (simulated 10 -> 60 rounds:
     up to 3.6% with the plain 95% CI and p < alpha, <= 1.0% with these guards and
     a noisy side at alpha / 10), and "no change" with an interval that excludes

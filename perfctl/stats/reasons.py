@@ -75,10 +75,10 @@ def not_significant(
     p_adjusted: float,
     threshold: float,
     noisy: str | None,
-    levels: tuple[float, float],
+    alpha: float,
+    level: float,
 ) -> tuple[Verdict, str]:
-    """The verdict of a p above the level asked (``levels``: alpha, and the level asked)."""
-    alpha, level = levels
+    """The verdict of a p above the ``level`` asked (``alpha``, or alpha / 10 in noise)."""
     if noisy:
         # A p under alpha that is not significant needs saying why.
         stricter = p_adjusted < alpha
