@@ -11,8 +11,11 @@ stop judged on the interval widened by it about its estimate; ``decision.INSIDE_
 is perfctl's), and reports per factor:
 
 * A/A: ``no change``, false verdicts, and the pairs it took (median and 75th percentile);
-* for each true shift: ``no change`` with an interval excluding the shift, and
-  ``regressed``.
+* for each true shift: ``no change`` with an interval excluding the shift (and how many
+  of those ran to the budget rather than stopping early), and ``regressed``.
+
+``--futility-p 0.2 0.5`` adds rows for other levels of the futility stop (perfctl's:
+``decision.FUTILITY_P``; after 30 pairs, a raw p above it ends sampling ``no change``).
 
 The model is tests/test_paired.py's (one model, two uses). Nothing is measured here.
 
@@ -45,21 +48,27 @@ def cell(
     ]
 
 
-def row(args: argparse.Namespace, widen: float) -> str:
+def row(args: argparse.Namespace, widen: float, futility_p: float) -> str:
     """One table row: A/A, then each shift's honesty miss and regressions."""
+    decision.FUTILITY_P = futility_p  # read by decision.is_clear at every look
     t = args.trials
     aa = cell(t, 0.0, args.spread, args.last, widen, args.band)
     pairs = [n for _, n, _ in aa]
     out = [
         f"{widen:g}",
+        f"{futility_p:g}",
         f"{sum(v == NO_CHANGE for v, _, _ in aa)}/{t}",
         f"{sum(v in (REGRESSED, IMPROVED) for v, _, _ in aa)}/{t}",
         f"{np.median(pairs):.0f} / {np.percentile(pairs, 75):.0f}",
     ]
     for shift in args.shifts:
         runs = cell(t, shift, args.spread, args.last, widen, args.band)
-        miss = sum(v == NO_CHANGE and c.ci_high < shift for v, _, c in runs)
-        out.append(f"{miss}/{t} ({100 * miss / t:.1f}%), {sum(v == REGRESSED for v, _, _ in runs)}")
+        missed = [n for v, n, c in runs if v == NO_CHANGE and c.ci_high < shift]
+        budget = sum(n == args.last for n in missed)  # the rest stopped early
+        out.append(
+            f"{len(missed)}/{t} ({100 * len(missed) / t:.1f}%; {budget} at the budget), "
+            f"{sum(v == REGRESSED for v, _, _ in runs)}"
+        )
     return "| " + " | ".join(out) + " |"
 
 
@@ -71,6 +80,10 @@ def main() -> None:
     ap.add_argument("--shifts", type=float, nargs="+", default=[0.02, 0.023, 0.025])
     ap.add_argument("--widen", type=float, nargs="+", default=[1.0, 1.2, 1.3, 1.4])
     ap.add_argument(
+        "--futility-p", type=float, nargs="+", default=[decision.FUTILITY_P],
+        help="the raw p above which the futility stop (after 30 pairs) may end sampling",
+    )  # fmt: skip
+    ap.add_argument(
         "--band", type=float, default=0.02,
         help="the noise band judged on (0.02: the band the README's figures were simulated at)",
     )  # fmt: skip
@@ -79,10 +92,13 @@ def main() -> None:
     print(f"band ±{100 * args.band:g}%, spread {100 * args.spread:g}%, 10 -> {args.last} pairs, "
           f"{args.trials} runs a cell; "
           f"perfctl's factor: {decision.INSIDE_WIDENING:g}")  # fmt: skip
-    print(f"| widen | A/A no change | A/A false | A/A pairs (median / p75) | {shifts} |")
-    print("|---|---:|---:|---:|" + "---:|" * len(args.shifts))
+    print(
+        f"| widen | futility p | A/A no change | A/A false | A/A pairs (median / p75) | {shifts} |"
+    )
+    print("|---|---:|---:|---:|---:|" + "---:|" * len(args.shifts))
     for widen in args.widen:
-        print(row(args, widen), flush=True)
+        for futility_p in args.futility_p:
+            print(row(args, widen, futility_p), flush=True)
 
 
 if __name__ == "__main__":
