@@ -11,11 +11,12 @@ stop judged on the interval widened by it about its estimate; ``decision.INSIDE_
 is perfctl's), and reports per factor:
 
 * A/A: ``no change``, false verdicts, and the pairs it took (median and 75th percentile);
-* for each true shift: ``no change`` with an interval excluding the shift (and how many
-  of those ran to the budget rather than stopping early), and ``regressed``.
+* for each true shift: ``no change`` with an interval excluding the shift (and which rule
+  ended those runs: the inside stop, the futility stop, or the budget), and ``regressed``.
 
-``--futility-p 0.2 0.5`` adds rows for other levels of the futility stop (perfctl's:
-``decision.FUTILITY_P``; after 30 pairs, a raw p above it ends sampling ``no change``).
+``--futility-p 0.2 0.5 1`` adds rows for other levels of the futility stop (perfctl's:
+``decision.FUTILITY_P``; after 30 pairs, a raw p above it ends sampling ``no change``;
+1 switches it off).
 
 The model is tests/test_paired.py's (one model, two uses). Nothing is measured here.
 
@@ -48,9 +49,18 @@ def cell(
     ]
 
 
+def _stop(n: int, change: decision.Change, last: int, widen: float, band: float) -> str:
+    """Which rule ended a `no change` run: the inside stop, the futility stop, or the budget
+    (the last pair's look, whatever it would have said, is the budget's)."""
+    if n == last:
+        return "budget"
+    inside = decision.is_clear(change, threshold=band, futility=False, inside_widening=widen)
+    return "inside" if inside else "futility"
+
+
 def row(args: argparse.Namespace, widen: float, futility_p: float) -> str:
     """One table row: A/A, then each shift's honesty miss and regressions."""
-    decision.FUTILITY_P = futility_p  # read by decision.is_clear at every look
+    decision.FUTILITY_P = futility_p  # read by decision.is_clear at every look (every row sets it)
     t = args.trials
     aa = cell(t, 0.0, args.spread, args.last, widen, args.band)
     pairs = [n for _, n, _ in aa]
@@ -63,11 +73,12 @@ def row(args: argparse.Namespace, widen: float, futility_p: float) -> str:
     ]
     for shift in args.shifts:
         runs = cell(t, shift, args.spread, args.last, widen, args.band)
-        missed = [n for v, n, c in runs if v == NO_CHANGE and c.ci_high < shift]
-        budget = sum(n == args.last for n in missed)  # the rest stopped early
+        missed = [(n, c) for v, n, c in runs if v == NO_CHANGE and c.ci_high < shift]
+        ends = [_stop(n, c, args.last, widen, args.band) for n, c in missed]
         out.append(
-            f"{len(missed)}/{t} ({100 * len(missed) / t:.1f}%; {budget} at the budget), "
-            f"{sum(v == REGRESSED for v, _, _ in runs)}"
+            f"{len(missed)}/{t} ({100 * len(missed) / t:.1f}%; "
+            + ", ".join(f"{ends.count(e)} {e}" for e in ("inside", "futility", "budget"))
+            + f"), {sum(v == REGRESSED for v, _, _ in runs)}"
         )
     return "| " + " | ".join(out) + " |"
 
