@@ -59,8 +59,17 @@ def _stop(n: int, change: decision.Change, last: int, widen: float, band: float)
 
 
 def row(args: argparse.Namespace, widen: float, futility_p: float) -> str:
+    """One table row at futility level ``futility_p``; perfctl's own level is put back after."""
+    kept = decision.FUTILITY_P
+    decision.FUTILITY_P = futility_p  # read by decision.is_clear at every look
+    try:
+        return _row(args, widen, futility_p)
+    finally:
+        decision.FUTILITY_P = kept
+
+
+def _row(args: argparse.Namespace, widen: float, futility_p: float) -> str:
     """One table row: A/A, then each shift's honesty miss and regressions."""
-    decision.FUTILITY_P = futility_p  # read by decision.is_clear at every look (every row sets it)
     t = args.trials
     aa = cell(t, 0.0, args.spread, args.last, widen, args.band)
     pairs = [n for _, n, _ in aa]
