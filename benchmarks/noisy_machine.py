@@ -504,7 +504,7 @@ def summarize(recs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _unknown_name(args: argparse.Namespace) -> str | None:
+def _selection_error(args: argparse.Namespace) -> str | None:
     """An unknown condition, design or head, or nothing to run, said; a typo would drop a
     cell silently."""
     asked: dict[str, tuple[str, list[str]]] = {
@@ -540,8 +540,8 @@ def main() -> None:
     )
     ap.add_argument("--summarize", nargs="+", help="summarize these JSONL files only")
     args = ap.parse_args()
-    if unknown := _unknown_name(args):
-        ap.error(unknown)
+    if problem := _selection_error(args):
+        ap.error(problem)
     # A plain kill unwinds like Ctrl-C, so run()'s finally stops the competitor it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if args.summarize:
