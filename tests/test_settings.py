@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from perfctl.config import load_config
 from perfctl.errors import ConfigError, UsageError
 from perfctl.jobs.compare import settings_for
+from tests.conftest import run_cli
 
 
 def project(tmp_path: Path, body: str) -> Path:
@@ -57,6 +59,48 @@ def test_non_positive_flags_are_usage_errors(flag: str) -> None:
     with pytest.raises(UsageError, match="must be a number above 0"):
         kw: dict[str, Any] = {flag: 0}
         settings_for(**kw)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("threshold", 1.0, "--threshold must be a fraction from 0 and below 1"),
+        ("threshold", 5.0, "--threshold must be a fraction from 0 and below 1"),
+        ("alpha", 0.0, "--alpha must be a fraction above 0 and below 1"),
+        ("alpha", 1.0, "--alpha must be a fraction above 0 and below 1"),
+    ],
+)
+def test_band_and_alpha_flags_take_the_configs_ranges(
+    flag: str, value: float, message: str
+) -> None:
+    # The config refuses these (test above); a flag must not let them through.
+    with pytest.raises(UsageError, match=message):
+        kw: dict[str, Any] = {flag: value}
+        settings_for(**kw)
+
+
+def test_band_and_alpha_flags_at_the_edges_that_are_allowed() -> None:
+    s = settings_for(threshold=0.0, alpha=0.999)
+    assert (s.threshold, s.alpha) == (0.0, 0.999)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("compare", "A", "B", "--alpha", "1"),
+        ("bisect", "A", "B", "-r", "x", "--threshold", "3"),
+        ("ci", "--alpha", "0"),
+    ],
+)
+def test_out_of_range_band_or_alpha_is_one_error_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    out = run_cli(*args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    first, hint = out.stderr.splitlines()[:2]
+    assert re.fullmatch(r"Error: --(alpha|threshold) must be a fraction .* \(got [0-9]+\)", first)
+    assert hint.startswith("Hint: ")
 
 
 def test_burst_wait_comes_from_config_and_applies_to_every_preset(tmp_path: Path) -> None:

@@ -324,6 +324,19 @@ def _check_numbers(given: Mapping[str, float | None]) -> None:
         n = given[name]
         if n is not None and not math.isfinite(n):
             raise UsageError(f"{_flag(name)} must be a number (got {n:g})", "or leave it out")
+    # The config's ranges (config._bounded): a band of 100% or more calls everything
+    # `no change`; α of 0 never finds a change and α of 1 calls every noise a change.
+    band, alpha = given["threshold"], given["alpha"]
+    if band is not None and not 0 <= band < 1:
+        raise UsageError(
+            f"--threshold must be a fraction from 0 and below 1 (got {band:g})",
+            "0.01 is a ±1% band (the default); 0 means no band",
+        )
+    if alpha is not None and not 0 < alpha < 1:
+        raise UsageError(
+            f"--alpha must be a fraction above 0 and below 1 (got {alpha:g})",
+            "0.05 is the default",
+        )
 
 
 def _flag(name: str) -> str:
