@@ -87,6 +87,20 @@ def test_held_lock_times_out_naming_the_holder(tmp_path: Path, holder, capsys) -
     assert f"pid {holder.pid}" in waiting
 
 
+def test_a_command_without_lock_wait_is_not_told_to_use_it(
+    tmp_path: Path, holder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ci, profile and clean wait the default (wait=None) and have no --lock-wait.
+    monkeypatch.setattr("perfctl.store.lock.DEFAULT_WAIT", 0.3)
+    with pytest.raises(LockTimeout) as info:
+        with project_lock(tmp_path / ".perfctl"):
+            pytest.fail("must not get the lock")
+    assert "--lock-wait" not in info.value.hint
+    assert info.value.hint == (
+        f"wait for pid {holder.pid} to finish (or stop it), then run it again (gave up after 0.3 s)"
+    )
+
+
 def test_no_wait_fails_at_once(tmp_path: Path, holder) -> None:
     started = time.monotonic()
     with pytest.raises(LockTimeout):

@@ -34,7 +34,7 @@ class CompareSettings:
     globs: tuple[str, ...] = ()
     family: str | None = None
     subjects: tuple[tuple[str, str], ...] = ()
-    lock_wait: float = 600.0
+    lock_wait: float | None = None  # None: the default wait, and no --lock-wait to name
     name: str = "default"
     shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
     threshold_given: bool = False  # --threshold on the command line (wins over a stored band)
@@ -53,8 +53,9 @@ COMPARE_FAST = CompareSettings(
 
 
 # Default: 10 rounds, then sequential sampling (one more round per check) up to 80 rounds
-# or 60 s of measuring per regime, whichever comes first: ~95% power for a 5% change at
-# a process CV of 5% (simulated; see benchmarks/README.md for the measured figure).
+# or 60 s of measuring per regime, whichever comes first: ~99% power for a 5% change at
+# a process CV of 5% at the ±1% band (simulated, README §9; benchmarks/README.md has the
+# measured figures).
 COMPARE_DEFAULT = CompareSettings()
 
 

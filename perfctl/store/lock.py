@@ -24,6 +24,7 @@ from perfctl.errors import LockTimeout
 from perfctl.store.repair import unwritable
 
 POLL_S = 0.1
+DEFAULT_WAIT = 600.0  # seconds, for every command; --lock-wait changes it where offered
 GITIGNORE = "# Created by perfctl: everything in here is generated.\n*\n"
 
 # Lock files this process holds, by path, with their nesting depth.
@@ -68,16 +69,18 @@ def _write_owner(fd: int, what: str) -> None:
     os.pwrite(fd, data.encode(), 0)
 
 
-def _timeout(path: Path, owner: dict[str, object], wait: float) -> LockTimeout:
+def _timeout(path: Path, owner: dict[str, object], wait: float, flag: bool) -> LockTimeout:
     pid = owner.get("pid", "?")
+    # Only a command with --lock-wait may be told to use it (ci, profile, clean wait
+    # the default; suggesting a flag they refuse would be a second error).
+    longer = "or wait longer with `--lock-wait SECONDS`" if flag else "then run it again"
     return LockTimeout(
         f"another perfctl process, {_describe(owner)}, holds the project lock {path}",
-        f"wait for pid {pid} to finish (or stop it), or wait longer with "
-        f"`--lock-wait SECONDS` (gave up after {wait:g} s)",
+        f"wait for pid {pid} to finish (or stop it), {longer} (gave up after {wait:g} s)",
     )
 
 
-def _wait_for(fd: int, path: Path, wait: float) -> None:
+def _wait_for(fd: int, path: Path, wait: float, flag: bool) -> None:
     owner = read_owner(path)
     sys.stderr.write(
         f"perfctl: waiting up to {wait:g} s for the project lock, held by {_describe(owner)}\n"
@@ -88,16 +91,16 @@ def _wait_for(fd: int, path: Path, wait: float) -> None:
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
         if _try_lock(fd):
             return
-    raise _timeout(path, owner, wait)
+    raise _timeout(path, owner, wait, flag)
 
 
-def _acquire(path: Path, wait: float, what: str) -> int:
+def _acquire(path: Path, wait: float | None, what: str) -> int:
     # os.open's fd is not inherited by subprocesses (PEP 446), so a build
     # command that outlives us cannot keep the lock.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if not _try_lock(fd):
-            _wait_for(fd, path, wait)
+            _wait_for(fd, path, DEFAULT_WAIT if wait is None else wait, wait is not None)
         _write_owner(fd, what)
     except BaseException:
         os.close(fd)
@@ -113,8 +116,9 @@ def _release(fd: int) -> None:
 
 
 @contextmanager
-def project_lock(state_dir: Path, *, wait: float = 600.0, what: str = "") -> Iterator[None]:
-    """Hold the project lock, waiting up to ``wait`` s (LockTimeout after that)."""
+def project_lock(state_dir: Path, *, wait: float | None = None, what: str = "") -> Iterator[None]:
+    """Hold the project lock, waiting up to ``wait`` s (LockTimeout after that; None: the
+    default wait of a command without ``--lock-wait``)."""
     try:
         path = ensure_state_dir(state_dir) / "lock"
         key = str(path.resolve())
