@@ -12,7 +12,8 @@ from perfctl.model import Comparison
 
 
 def show_comparison(c: Comparison, fmt: Format) -> None:
-    """Print a comparison in the chosen format (notes and warnings on stderr)."""
+    """Print a comparison in the chosen format (the table and its notes on stdout; the
+    verdict test, time line and warnings on stderr)."""
 
     from perfctl.render import tables as render
     from perfctl.render.notes import comparison_notes, time_line
