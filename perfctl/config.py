@@ -52,7 +52,6 @@ KNOWN_KEYS = {
     "burst_wait",
     "affinity",
     "pairing",
-    "ci",
 }
 PROJECT_MARKERS = ("pyproject.toml", "perfctl.toml", ".git")
 
@@ -82,7 +81,6 @@ class Config:
     affinity: str | None = None  # a CPU list, checked where it is used (jobs/settings.py)
     pairing: str | None = None  # auto | process | same-process (--pairing)
     plan: dict[str, Any] = field(default_factory=dict)
-    ci: dict[str, Any] = field(default_factory=dict)
     # A postgresql:// URL (may hold a password): never in a repr or a message.
     store_url: str | None = field(default=None, repr=False)
 
@@ -287,5 +285,4 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         affinity=_cpu_list(table, source),
         pairing=_choice(table, "pairing", PAIRINGS, source),
         plan=dict(_expect(table, "plan", dict, source) or {}),
-        ci=dict(_expect(table, "ci", dict, source) or {}),
     )

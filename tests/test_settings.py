@@ -45,6 +45,15 @@ def test_a_zero_threshold_is_kept_not_replaced_by_the_default(tmp_path: Path) ->
     assert settings_for(config=config).threshold == 0.0
 
 
+def test_an_unknown_config_key_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown config key `threshhold`") as info:
+        load_config(project(tmp_path, "threshhold = 0.02\n"))
+    assert info.value.hint == "did you mean `threshold`?"
+    # A table no perfctl reads is refused too, never accepted and ignored.
+    with pytest.raises(ConfigError, match="unknown config key `ci`"):
+        load_config(project(tmp_path, "[tool.perfctl.ci]\nfail_on = 0.05\n"))
+
+
 @pytest.mark.parametrize(
     "body",
     ["alpha = 0\n", "alpha = 1.5\n", "threshold = -0.1\n", "rounds = 0\n", "time_budget = -3\n"],
