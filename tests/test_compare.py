@@ -344,6 +344,7 @@ def test_lock_is_respected(repo: GitRepo) -> None:
         holder.wait()
     assert proc.returncode == 3
     assert "holds the project lock" in proc.stderr and f"pid {holder.pid}" in proc.stderr
+    assert "`--lock-wait SECONDS`" in proc.stderr  # compare has the flag, so the hint names it
 
 
 def test_interrupted_then_resumed_and_clean(repo: GitRepo) -> None:

@@ -287,6 +287,7 @@ def test_sync_waits_for_the_project_lock_only_as_long_as_asked(tmp_path: Path) -
     assert done.returncode == 3, done.stderr
     assert "\nError: another perfctl process" in done.stderr
     assert "gave up after 0.5 s" in done.stderr
+    assert "`--lock-wait SECONDS`" in done.stderr  # sync has the flag, so the hint names it
     branches = subprocess.run(
         ["git", "--git-dir", str(origin), "branch", "--list", BRANCH],
         check=True, capture_output=True, text=True,

@@ -101,6 +101,34 @@ def test_a_command_without_lock_wait_is_not_told_to_use_it(
     )
 
 
+def test_ci_history_sync_is_not_told_to_use_a_flag_ci_lacks(
+    tmp_path: Path, holder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `ci --history-branch` syncs with history.sync's default wait (ci has no --lock-wait).
+    from perfctl.config import load_config
+    from perfctl.jobs import history
+
+    monkeypatch.setattr("perfctl.store.lock.DEFAULT_WAIT", 0.3)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    with pytest.raises(LockTimeout) as info:
+        history.sync(load_config(tmp_path), "perfctl-data")
+    assert "--lock-wait" not in info.value.hint and "then run it again" in info.value.hint
+
+
+def test_compare_profile_waits_as_long_as_compares_lock_wait(tmp_path: Path, holder) -> None:
+    # `compare --profile` takes the lock again after compare's: it keeps --lock-wait.
+    from perfctl.config import load_config
+    from perfctl.jobs.annotate import profile_comparison
+    from perfctl.model import REGRESSED
+    from tests.test_comment import comparison, regime
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    c = comparison([regime("work", REGRESSED, change=0.05)])
+    with pytest.raises(LockTimeout) as info:
+        profile_comparison(load_config(tmp_path), c, "regressed", lock_wait=0.3)
+    assert "`--lock-wait SECONDS`" in info.value.hint and "after 0.3 s" in info.value.hint
+
+
 def test_no_wait_fails_at_once(tmp_path: Path, holder) -> None:
     started = time.monotonic()
     with pytest.raises(LockTimeout):

@@ -88,9 +88,11 @@ def test_band_and_alpha_flags_take_the_configs_ranges(
         settings_for(**kw)
 
 
-def test_band_and_alpha_flags_at_the_edges_that_are_allowed() -> None:
-    s = settings_for(threshold=0.0, alpha=0.999)
-    assert (s.threshold, s.alpha) == (0.0, 0.999)
+def test_band_and_alpha_flags_near_their_edges_are_allowed() -> None:
+    s = settings_for(threshold=0.0, alpha=1e-9)
+    assert (s.threshold, s.alpha) == (0.0, 1e-9)
+    s = settings_for(threshold=0.999, alpha=0.999)
+    assert (s.threshold, s.alpha) == (0.999, 0.999)
 
 
 @pytest.mark.parametrize(

@@ -295,7 +295,7 @@ def _compare_one(
     if profile is not None:
         c = annotate.profile_comparison(
             config, c, profile.value, progress=err.print, regimes=regimes,
-            duration=profile_duration,
+            duration=profile_duration, lock_wait=settings.lock_wait,
         )  # fmt: skip
     return c
 

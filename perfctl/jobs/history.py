@@ -70,7 +70,7 @@ def sync(
     remote: str = "origin",
     push: bool = True,
     progress: Callable[[str], None] | None = None,
-    lock_wait: float = 600.0,
+    lock_wait: float | None = None,  # None: ci's default wait (it has no --lock-wait)
 ) -> SyncOutcome:
     """Pull the branch's records into the store, then push the store's new ones to it."""
     branch_git.check_names(remote, branch)

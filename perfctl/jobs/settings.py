@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from perfctl.config import Config
 from perfctl.errors import UsageError
@@ -34,7 +34,9 @@ class CompareSettings:
     globs: tuple[str, ...] = ()
     family: str | None = None
     subjects: tuple[tuple[str, str], ...] = ()
-    lock_wait: float | None = None  # None: the default wait, and no --lock-wait to name
+    # None: the default wait, and no --lock-wait to name. Not part of repr or equality:
+    # the resume key hashes repr(settings), and how long to wait measures nothing.
+    lock_wait: float | None = field(default=None, repr=False, compare=False)
     name: str = "default"
     shard: Shard | None = None  # --shard K/N: measure only this shard's regimes
     threshold_given: bool = False  # --threshold on the command line (wins over a stored band)
