@@ -69,29 +69,34 @@ def _write_owner(fd: int, what: str) -> None:
     os.pwrite(fd, data.encode(), 0)
 
 
-def _timeout(path: Path, owner: dict[str, object], wait: float, flag: bool) -> LockTimeout:
+def _timeout(path: Path, owner: dict[str, object], wait: float | None) -> LockTimeout:
     pid = owner.get("pid", "?")
-    # Only a command with --lock-wait may be told to use it (ci, profile, clean wait
-    # the default; suggesting a flag they refuse would be a second error).
-    longer = "or wait longer with `--lock-wait SECONDS`" if flag else "then run it again"
+    # Only a command with --lock-wait (a wait given) may be told to use it: ci, profile and
+    # clean wait the default, and suggesting a flag they refuse would be a second error.
+    longer = "then run it again" if wait is None else "or wait longer with `--lock-wait SECONDS`"
     return LockTimeout(
         f"another perfctl process, {_describe(owner)}, holds the project lock {path}",
-        f"wait for pid {pid} to finish (or stop it), {longer} (gave up after {wait:g} s)",
+        f"wait for pid {pid} to finish (or stop it), {longer} (gave up after {_seconds(wait):g} s)",
     )
 
 
-def _wait_for(fd: int, path: Path, wait: float, flag: bool) -> None:
+def _seconds(wait: float | None) -> float:
+    return DEFAULT_WAIT if wait is None else wait
+
+
+def _wait_for(fd: int, path: Path, wait: float | None) -> None:
     owner = read_owner(path)
+    seconds = _seconds(wait)
     sys.stderr.write(
-        f"perfctl: waiting up to {wait:g} s for the project lock, held by {_describe(owner)}\n"
+        f"perfctl: waiting up to {seconds:g} s for the project lock, held by {_describe(owner)}\n"
     )
     sys.stderr.flush()
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
         if _try_lock(fd):
             return
-    raise _timeout(path, owner, wait, flag)
+    raise _timeout(path, owner, wait)
 
 
 def _acquire(path: Path, wait: float | None, what: str) -> int:
@@ -100,7 +105,7 @@ def _acquire(path: Path, wait: float | None, what: str) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if not _try_lock(fd):
-            _wait_for(fd, path, DEFAULT_WAIT if wait is None else wait, wait is not None)
+            _wait_for(fd, path, wait)
         _write_owner(fd, what)
     except BaseException:
         os.close(fd)
