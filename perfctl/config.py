@@ -25,12 +25,13 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfctl.errors import ConfigError
-from perfctl.stats.band import DEFAULT_BAND
+from perfctl.stats.band import DEFAULT_BAND, alpha_in_range, band_in_range
 
 KNOWN_KEYS = {
     "regimes",
@@ -148,25 +149,21 @@ def _expect(
     return value
 
 
-def _bounded(
+def _fraction(
     table: dict[str, Any],
     key: str,
     path: Path | None,
     default: float,
-    *,
-    low: float,
-    high: float,
-    low_ok: bool = False,
+    in_range: Callable[[float], bool],
+    hint: str,
 ) -> float:
-    """A number strictly inside (low, high) (``low_ok``: low allowed); absent: default."""
+    """A fraction that ``in_range`` accepts (stats.band's ranges); absent: default."""
     value = _expect(table, key, (int, float), path)
     if value is None:
         return default
-    if isinstance(value, bool) or not ((low <= value if low_ok else low < value) and value < high):
+    if isinstance(value, bool) or not in_range(value):
         raise ConfigError(
-            f"{path}: `{key}` = {value!r} is out of range",
-            f"use a fraction {'from' if low_ok else 'above'} {low:g} and below {high:g} "
-            f"(default {default:g})",
+            f"{path}: `{key}` = {value!r} is out of range", f"{hint} (default {default:g})"
         )
     return float(value)
 
@@ -275,10 +272,17 @@ def load_config(start: Path | None = None, *, standalone: bool = False) -> Confi
         inherit_site_packages=bool(_expect(table, "inherit_site_packages", bool, source)),
         inherit_environ=tuple(_expect(table, "inherit_environ", list, source) or ()),
         subjects=dict(_expect(table, "subjects", dict, source) or {}),
-        threshold=_bounded(
-            table, "threshold", source, DEFAULT_BAND, low=0.0, high=1.0, low_ok=True
+        threshold=_fraction(
+            table,
+            "threshold",
+            source,
+            DEFAULT_BAND,
+            lambda v: band_in_range(v, none=True),
+            "use a fraction from 0 and below 1",
         ),
-        alpha=_bounded(table, "alpha", source, 0.05, low=0.0, high=1.0),
+        alpha=_fraction(
+            table, "alpha", source, 0.05, alpha_in_range, "use a fraction above 0 and below 1"
+        ),
         rounds=_positive(table, "rounds", int, source),
         time_budget=_positive(table, "time_budget", (int, float), source),
         burst_wait=_seconds(table, "burst_wait", source),

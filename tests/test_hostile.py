@@ -75,6 +75,11 @@ def test_comparison_file_with_an_unknown_verdict_is_refused(tmp_path: Path) -> N
         (lambda d: d["regimes"][0].update(seconds="9"), "regimes[0].seconds: expected a number"),
         (lambda d: d["regimes"][0].update(threshold=5), "regimes[0].threshold: a noise band must"),
         (lambda d: d["regimes"][0].update(threshold="x"), "regimes[0].threshold: expected"),
+        (lambda d: d["regimes"][0].update(threshold=0), "regimes[0].threshold: a noise band must"),
+        (lambda d: d.update(threshold=1), "threshold: a noise band must lie from 0"),
+        (lambda d: d.update(threshold=-0.01), "threshold: a noise band must lie from 0"),
+        (lambda d: d.update(alpha=0), "alpha: alpha must lie above 0"),
+        (lambda d: d.update(alpha=1.5), "alpha: alpha must lie above 0"),
     ],
 )
 def test_schema_violations_name_the_field(mutate: Any, field: str) -> None:
@@ -85,6 +90,12 @@ def test_schema_violations_name_the_field(mutate: Any, field: str) -> None:
         validate_comparison_dict(data)
     assert field in err.value.message
     assert err.value.exit_code == 2
+
+
+def test_a_comparison_without_a_band_is_a_valid_record() -> None:
+    data = good()
+    data.update(threshold=0)  # --threshold 0: no band, a choice the record keeps
+    validate_comparison_dict(data)
 
 
 def test_a_huge_integer_is_a_usage_error_not_an_internal_one(tmp_path: Path) -> None:

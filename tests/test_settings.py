@@ -56,11 +56,23 @@ def test_an_unknown_config_key_is_an_error_with_a_suggestion(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     "body",
-    ["alpha = 0\n", "alpha = 1.5\n", "threshold = -0.1\n", "rounds = 0\n", "time_budget = -3\n"],
+    [
+        "alpha = 0\n",
+        "alpha = 1.5\n",
+        "alpha = nan\n",
+        "threshold = -0.1\n",
+        "threshold = 1\n",
+        "rounds = 0\n",
+        "time_budget = -3\n",
+    ],
 )
 def test_out_of_range_config_values_are_config_errors(tmp_path: Path, body: str) -> None:
-    with pytest.raises(ConfigError, match="out of range|must be a number above 0"):
+    with pytest.raises(ConfigError, match="out of range|must be a number above 0") as info:
         load_config(project(tmp_path, body))
+    if body.startswith("threshold"):
+        assert info.value.hint == "use a fraction from 0 and below 1 (default 0.01)"
+    if body.startswith("alpha"):
+        assert info.value.hint == "use a fraction above 0 and below 1 (default 0.05)"
 
 
 @pytest.mark.parametrize("flag", ["rounds", "max_rounds", "values", "min_time", "time_budget"])

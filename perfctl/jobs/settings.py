@@ -19,6 +19,7 @@ from perfctl.jobs.shard import Shard
 from perfctl.measure import counters, duo
 from perfctl.measure.duo import IsClear
 from perfctl.measure.interleave import Schedule
+from perfctl.stats.band import alpha_in_range, band_in_range
 
 
 @dataclass(frozen=True)
@@ -327,15 +328,14 @@ def _check_numbers(given: Mapping[str, float | None]) -> None:
         n = given[name]
         if n is not None and not math.isfinite(n):
             raise UsageError(f"{_flag(name)} must be a number (got {n:g})", "or leave it out")
-    # The config's ranges (config._bounded): a band of 100% or more calls everything
-    # `no change`; α of 0 never finds a change and α of 1 calls every noise a change.
+    # The same ranges as the config's and a stored record's (stats.band).
     band, alpha = given["threshold"], given["alpha"]
-    if band is not None and not 0 <= band < 1:
+    if band is not None and not band_in_range(band, none=True):
         raise UsageError(
             f"--threshold must be a fraction from 0 and below 1 (got {band:g})",
             "0.01 is a ±1% band (the default); 0 means no band",
         )
-    if alpha is not None and not 0 < alpha < 1:
+    if alpha is not None and not alpha_in_range(alpha):
         raise UsageError(
             f"--alpha must be a fraction above 0 and below 1 (got {alpha:g})",
             "0.05 is the default",

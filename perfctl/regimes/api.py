@@ -281,7 +281,9 @@ def check_band(threshold: object) -> float:
     """A regime's ``threshold`` as a float: a fraction above 0 and below 1; ValueError otherwise."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise ValueError(f"threshold must be a fraction such as 0.05 (5%), got {threshold!r}")
-    if not 0 < threshold < 1:  # also refuses nan
+    from perfctl.stats.band import band_in_range  # only when a regime declares a band
+
+    if not band_in_range(threshold):  # also refuses nan
         raise ValueError(f"threshold must be above 0 and below 1 (0.05 = 5%), got {threshold!r}")
     return float(threshold)
 

@@ -33,11 +33,29 @@ DEFAULT_BAND = 0.01  # --threshold's default
 LIMITS_BAND = 0.02  # the band MAX_CV and the futility bound were set and simulated for
 
 
+def band_in_range(value: float, *, none: bool = False) -> bool:
+    """Whether ``value`` is a usable band: above 0 and below 1 (``none``: 0, no band, too).
+
+    The one range every band is checked against (flags, config, stored records, a regime's
+    own): a band of 100% or more would call everything ``no change``. A regime's own band
+    may not be 0, since "no band" is the comparison's to choose. nan is out of range.
+    """
+    return (0 <= value if none else 0 < value) and value < 1
+
+
+def alpha_in_range(value: float) -> bool:
+    """Whether ``value`` is a usable significance level: above 0 and below 1 (nan is not).
+
+    0 would never find a change, and 1 would call every noise one.
+    """
+    return 0 < value < 1
+
+
 def declared(value: object) -> float | None:
     """A declared band (a probe's answer, a stored record): a fraction in (0, 1), or None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if 0 < value < 1 else None
+    return float(value) if band_in_range(value) else None
 
 
 def band_of(own: float | None, default: float) -> float:

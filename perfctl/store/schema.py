@@ -22,6 +22,7 @@ from typing import Any
 
 from perfctl.errors import UsageError
 from perfctl.model import FAILED, OK, SKIPPED, VERDICTS, Comparison
+from perfctl.stats.band import alpha_in_range, band_in_range
 
 MAX_FILE_BYTES = 64 * 2**20  # a 2,000-regime rigorous comparison is ~20 MB
 MAX_STRING = 20_000  # characters in any one string
@@ -76,9 +77,23 @@ def _number(value: Any, where: str) -> None:
 
 
 def _band(value: Any, where: str) -> None:
+    """A regime's own band: above 0 and below 1."""
     _number(value, where)
-    if not 0 < value < 1:
-        raise _fail(where, f"a noise band must lie between 0 and 1, got {value!r}")
+    if not band_in_range(value):
+        raise _fail(where, f"a noise band must lie above 0 and below 1, got {value!r}")
+
+
+def _comparison_band(value: Any, where: str) -> None:
+    """A comparison's band: from 0 (no band) and below 1."""
+    _number(value, where)
+    if not band_in_range(value, none=True):
+        raise _fail(where, f"a noise band must lie from 0 and below 1, got {value!r}")
+
+
+def _alpha(value: Any, where: str) -> None:
+    _number(value, where)
+    if not alpha_in_range(value):
+        raise _fail(where, f"alpha must lie above 0 and below 1, got {value!r}")
 
 
 def _integer(value: Any, where: str) -> None:
@@ -200,7 +215,8 @@ _COMPARISON = _record(
         "head_machine": _optional(_MACHINE),
         "regimes": _list_of(_record(_REGIME_FIELDS, ("name", "family", "verdict"))),
         "settings": _map_of(_anything),
-        **dict.fromkeys(("threshold", "alpha"), _number),
+        "threshold": _comparison_band,
+        "alpha": _alpha,
         "commits": _list_of(_REF),
         "warnings": _list_of(_string),
         # A kind this perfctl does not know (a newer one's) is read as "other", not refused.
