@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,6 +154,35 @@ def _fake_shard(repo: GitRepo, k: int, base: str = "c1") -> Comparison:
     config = load_config(repo.path)
     fast = settings_for(config=config, fast=True, shard=Shard(k, 2, "t2"))
     return compare_refs(config, base, "c2", settings=fast, executor=fake)
+
+
+@pytest.mark.fresh_process  # a subprocess, so that run_cli's timeout holds
+def test_merge_does_not_queue_behind_a_running_compare(repo: GitRepo) -> None:
+    one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
+    holder = subprocess.Popen(  # another perfctl holding the project lock, as a compare does
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from perfctl.store.lock import project_lock\n"
+            "with project_lock(Path(sys.argv[1]), what='compare'):\n"
+            " print('held', flush=True); time.sleep(120)",
+            str(repo.path / ".perfctl"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        # Waiting for the lock would last the holder's 120 s, past this timeout (an error).
+        out = run_cli("merge", one.id, two.id, "--format", "json", cwd=repo.path, timeout=90)
+        still_held = holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()
+    assert out.returncode == 0, out.stderr
+    assert still_held and "waiting" not in out.stderr
+    assert len(json.loads(out.stdout)["settings"]["merged_from"]) == 2
 
 
 def test_missing_duplicate_and_foreign_shards_are_refused(repo: GitRepo) -> None:
