@@ -59,15 +59,17 @@ BAND = 0.02
 
 
 def stored_comparisons(
-    results: list[Path], store: Path, design: str
+    results: list[Path], store: Path, design: str, condition: str | None = None
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """(noisy_machine record, stored comparison) for every comparison of ``design``
-    whose comparison is in the store."""
+    """(noisy_machine record, stored comparison) for every comparison of ``design`` (and
+    ``condition``, if given) whose comparison is in the store."""
     for path in results:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             if rec.get("design") != design or not rec.get("id"):
                 continue
+            if condition is not None and rec.get("condition") != condition:
+                continue  # before the comparison file is read, not after
             comparison = store / "comparisons" / f"{rec['id']}.json"
             if comparison.exists():
                 yield rec, json.loads(comparison.read_text())
@@ -86,9 +88,9 @@ def load_ratios(
 ) -> dict[str, list[np.ndarray]]:
     """Per head tag, each comparison's per-pair log ratios of the ``work`` regime."""
     out: dict[str, list[np.ndarray]] = {}
-    for rec, comparison in stored_comparisons(results, store, design):
+    for rec, comparison in stored_comparisons(results, store, design, condition):
         row = stored_row(comparison, "work")
-        if rec.get("condition") != condition or row is None:
+        if row is None:
             continue
         if row.get("pairing") == "same-process":
             ratios = pair_log_ratios(row["base_values"], row["head_values"])
