@@ -62,7 +62,12 @@ def bisect_cmd(
         int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")
     ] = None,
     values: Annotated[
-        int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")
+        int | None,
+        typer.Option(
+            "--values",
+            min=1,
+            help="Values per process and ref, after 1 warmup (same-process: at least 10).",
+        ),
     ] = None,
     min_time: Annotated[
         float | None,

@@ -77,13 +77,22 @@ def compare_cmd(
     ] = False,
     rounds: Annotated[
         int | None,
-        typer.Option("--rounds", min=1, help="Minimum rounds (one process per ref each)."),
+        typer.Option(
+            "--rounds",
+            min=1,
+            help="Minimum rounds (one process per ref, or one same-process worker for both).",
+        ),
     ] = None,
     max_rounds: Annotated[
         int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")
     ] = None,
     values: Annotated[
-        int | None, typer.Option("--values", min=1, help="Values per process (after 1 warmup).")
+        int | None,
+        typer.Option(
+            "--values",
+            min=1,
+            help="Values per process and ref, after 1 warmup (same-process: at least 10).",
+        ),
     ] = None,
     min_time: Annotated[
         float | None,
