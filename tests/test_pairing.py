@@ -315,3 +315,55 @@ def test_auto_pairing_is_the_default_and_chosen_per_regime(repo: GitRepo, tmp_pa
     pipe = rows["pipe"]  # unchanged code, measured apart
     assert pipe["verdict"] not in ("failed", "regressed", "improved"), pipe
     assert not set(pipe["base_order"]) & set(pipe["head_order"])
+
+
+TWO_SPEEDS = """\
+import os
+
+from perfctl import regime
+import duo
+
+
+def _started() -> int:
+    \"\"\"How many workers have set this regime up before this one (a file of bytes).\"\"\"
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "starts")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+    return os.path.getsize(path)
+
+
+@regime(family="two", ops=1)
+def work():
+    \"\"\"Every other worker three times slower for its whole life: two groups of process
+    means, as when another job shares a worker's CPU.\"\"\"
+    reps = 3 if _started() % 2 else 1
+
+    def run():
+        for _ in range(reps):
+            duo.work()
+
+    return run
+"""
+
+
+def test_process_means_in_two_groups_are_named_in_the_reason(git_repo: GitRepo) -> None:
+    git_repo.write("pyproject.toml", PYPROJECT)
+    git_repo.write("bench/regimes.py", TWO_SPEEDS)
+    git_repo.write("duo/__init__.py", CODE.format(n=3000))
+    git_repo.write(".gitignore", "bench/starts\n")
+    git_repo.commit("c1")
+    git_repo.write("duo/__init__.py", "# unchanged code\n" + CODE.format(n=3000))
+    git_repo.commit("c2")
+    fixed = ["--rounds", "10", "--max-rounds", "10", "--min-time", "0.01"]
+    out = run_cli(
+        "compare", "HEAD~1", "HEAD", "--pairing", "process", *fixed, "--format", "json",
+        cwd=git_repo.path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)["regimes"]
+    assert row["verdict"] == "inconclusive", row
+    assert "too noisy" in row["reason"], row["reason"]
+    assert re.search(r"process means fall into two groups, [\d.]+ .s \(\d+\) and", row["reason"])

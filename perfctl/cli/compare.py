@@ -77,11 +77,7 @@ def compare_cmd(
     ] = False,
     rounds: Annotated[
         int | None,
-        typer.Option(
-            "--rounds",
-            min=1,
-            help="Minimum rounds (one process per ref, or one same-process worker for both).",
-        ),
+        typer.Option("--rounds", min=1, help="Minimum rounds: a process per ref, or one for both."),
     ] = None,
     max_rounds: Annotated[
         int | None, typer.Option("--max-rounds", min=1, help="Stop adding rounds here.")

@@ -62,8 +62,7 @@ def _string(value: Any, where: str) -> None:
         raise _fail(where, f"expected a string, got {type(value).__name__}")
 
 
-# JSON integers have no size limit; one past what a float or an int64 holds would pass
-# here and fail later in arithmetic as an internal error.
+# JSON integers are unbounded: past int64 one would fail later, in arithmetic (internal).
 INT_LIMIT = 2**63
 
 
@@ -74,26 +73,6 @@ def _number(value: Any, where: str) -> None:
         raise _fail(where, "expected a finite number")
     if isinstance(value, int):
         _integer(value, where)
-
-
-def _band(value: Any, where: str) -> None:
-    """A regime's own band: above 0 and below 1."""
-    _number(value, where)
-    if not band_in_range(value):
-        raise _fail(where, f"a noise band must lie above 0 and below 1, got {value!r}")
-
-
-def _comparison_band(value: Any, where: str) -> None:
-    """A comparison's band: from 0 (no band) and below 1."""
-    _number(value, where)
-    if not band_in_range(value, none=True):
-        raise _fail(where, f"a noise band must lie from 0 and below 1, got {value!r}")
-
-
-def _alpha(value: Any, where: str) -> None:
-    _number(value, where)
-    if not alpha_in_range(value):
-        raise _fail(where, f"alpha must lie above 0 and below 1, got {value!r}")
 
 
 def _integer(value: Any, where: str) -> None:
@@ -114,6 +93,20 @@ def _one_of(choices: tuple[str, ...], noun: str) -> Check:
             raise _fail(where, f"unknown {noun} {_shown(value)} (known: {', '.join(choices)})")
 
     return check
+
+
+def _fraction(in_range: Callable[[float], bool], low: str) -> Check:
+    def check(value: Any, where: str) -> None:
+        _number(value, where)
+        if not in_range(value):  # stats.band's ranges, as for flags and the config
+            raise _fail(where, f"must lie {low} 0 and below 1, got {value!r}")
+
+    return check
+
+
+_BAND = _fraction(band_in_range, "above")  # a regime's own: 0 is the comparison's to choose
+_COMPARISON_BAND = _fraction(lambda v: band_in_range(v, none=True), "from")  # 0: no band
+_ALPHA = _fraction(alpha_in_range, "above")
 
 
 def _optional(inner: Check) -> Check:
@@ -202,7 +195,7 @@ _REGIME_FIELDS: dict[str, Check] = {
     # A pairing this perfctl does not know (a newer one's) is analysed unpaired.
     "pairing": _string,
     "seconds": _number,
-    "threshold": _optional(_band),  # a regime's own band
+    "threshold": _optional(_BAND),  # a regime's own band
 }
 _COMPARISON = _record(
     {
@@ -215,8 +208,8 @@ _COMPARISON = _record(
         "head_machine": _optional(_MACHINE),
         "regimes": _list_of(_record(_REGIME_FIELDS, ("name", "family", "verdict"))),
         "settings": _map_of(_anything),
-        "threshold": _comparison_band,
-        "alpha": _alpha,
+        "threshold": _COMPARISON_BAND,
+        "alpha": _ALPHA,
         "commits": _list_of(_REF),
         "warnings": _list_of(_string),
         # A kind this perfctl does not know (a newer one's) is read as "other", not refused.
@@ -266,7 +259,7 @@ _RESULT = _record(
         "params": _map_of(_anything),
         "metrics": _map_of(_number),
         "seconds": _number,
-        "threshold": _optional(_band),
+        "threshold": _optional(_BAND),
     },
     ("name", "family", "status"),
 )
