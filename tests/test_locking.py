@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,29 @@ def test_ci_history_sync_is_not_told_to_use_a_flag_ci_lacks(
     with pytest.raises(LockTimeout) as info:
         history.sync(load_config(tmp_path), "perfctl-data")
     assert "--lock-wait" not in info.value.hint and "then run it again" in info.value.hint
+
+
+@pytest.mark.parametrize("vs", [False, True])
+def test_profile_measures_only_while_it_holds_the_lock(
+    tmp_path: Path, holder, monkeypatch: pytest.MonkeyPatch, vs: bool
+) -> None:
+    # profile measures (py-spy on a worker), so it never runs beside a compare's workers.
+    from perfctl.config import load_config
+    from perfctl.envs import current_target
+    from perfctl.jobs import profile
+
+    monkeypatch.setattr("perfctl.store.lock.DEFAULT_WAIT", 0.3)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    config = load_config(tmp_path)
+    target = current_target(config)
+    with pytest.raises(LockTimeout) as info:
+        if vs:
+            other = replace(target, ref=replace(target.ref, ref="main"))
+            profile.profile_pair(config, "work", other, target)
+        else:
+            profile.profile_regime(config, "work", target)
+    assert f"pid {holder.pid}" in info.value.message
+    assert "then run it again" in info.value.hint  # profile has no --lock-wait
 
 
 def test_compare_profile_waits_as_long_as_compares_lock_wait(tmp_path: Path, holder) -> None:

@@ -50,6 +50,7 @@ from perfctl.profile.records import (
 from perfctl.profile.records import load_diff as load_diff  # re-exported API
 from perfctl.profile.records import load_summary as load_summary
 from perfctl.profile.stacks import Stacks
+from perfctl.store.lock import project_lock
 
 WORKTREE = "WORKTREE"
 # The artefacts of one profile (summary.json "files" keys -> file names).
@@ -253,8 +254,9 @@ def profile_regime(
     """Profile ``regime`` on ``target`` and write its artefacts (see module docstring)."""
     settings = _settings(duration, rate, native, subprocesses, idle, gil)
     pyspy.find_py_spy()  # fail before probing when py-spy is missing
-    files, info = find_regime(config, target, regime, regimes)
-    return _profile(config, target, files, info, settings, log)[0]
+    with project_lock(config.state_dir, what="profile"):  # it measures: never beside a compare
+        files, info = find_regime(config, target, regime, regimes)
+        return _profile(config, target, files, info, settings, log)[0]
 
 
 def _settings(
@@ -379,7 +381,8 @@ def profile_pair(
             "compare two different refs, e.g. --vs main",
         )
     pyspy.find_py_spy()
-    files, info = find_regime(config, after_target, regime, regimes)
-    before, b_stacks = _profile(config, before_target, files, info, settings, log)
-    after, a_stacks = _profile(config, after_target, files, info, settings, log)
+    with project_lock(config.state_dir, what="profile --vs"):  # both sides, one hold
+        files, info = find_regime(config, after_target, regime, regimes)
+        before, b_stacks = _profile(config, before_target, files, info, settings, log)
+        after, a_stacks = _profile(config, after_target, files, info, settings, log)
     return diff_profiles(config, before, after, b_stacks, a_stacks)
