@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import GitRepo, default_signals, run_cli, worker_pids
+from tests.test_locking import start_holder, stop
 
 pytestmark = pytest.mark.slow
 
@@ -324,24 +325,11 @@ def only_new():
 
 
 def test_lock_is_respected(repo: GitRepo) -> None:
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from pathlib import Path; "
-            "from perfctl.store.lock import project_lock\n"
-            "with project_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
-            str(repo.path / ".perfctl"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    holder = start_holder(repo.path / ".perfctl", 30)
     try:
         proc = run_cli("compare", "c1", "c3", *FAST, "--lock-wait", "1", cwd=repo.path)
     finally:
-        holder.kill()
-        holder.wait()
+        stop(holder)
     assert proc.returncode == 3
     assert "holds the project lock" in proc.stderr and f"pid {holder.pid}" in proc.stderr
     assert "`--lock-wait SECONDS`" in proc.stderr  # compare has the flag, so the hint names it

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from perfctl.jobs.shard import Shard
 from perfctl.model import Comparison
 from tests.conftest import GitRepo, run_cli
 from tests.fakes import Dist, FakeExecutor
+from tests.test_locking import start_holder, stop
 
 PYPROJECT = """\
 [project]
@@ -159,27 +158,13 @@ def _fake_shard(repo: GitRepo, k: int, base: str = "c1") -> Comparison:
 @pytest.mark.fresh_process  # a subprocess, so that run_cli's timeout holds
 def test_merge_does_not_queue_behind_a_running_compare(repo: GitRepo) -> None:
     one, two = _fake_shard(repo, 1), _fake_shard(repo, 2)
-    holder = subprocess.Popen(  # another perfctl holding the project lock, as a compare does
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from pathlib import Path; "
-            "from perfctl.store.lock import project_lock\n"
-            "with project_lock(Path(sys.argv[1]), what='compare'):\n"
-            " print('held', flush=True); time.sleep(120)",
-            str(repo.path / ".perfctl"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = start_holder(repo.path / ".perfctl", 120)  # another perfctl, as a compare
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         # Waiting for the lock would last the holder's 120 s, past this timeout (an error).
         out = run_cli("merge", one.id, two.id, "--format", "json", cwd=repo.path, timeout=90)
         still_held = holder.poll() is None
     finally:
-        holder.kill()
-        holder.wait()
+        stop(holder)
     assert out.returncode == 0, out.stderr
     assert still_held and "waiting" not in out.stderr
     assert len(json.loads(out.stdout)["settings"]["merged_from"]) == 2
